@@ -1,0 +1,306 @@
+//! Test support: run a closure on a real filesystem mounted inside a private mount namespace.
+//!
+//! Tests of durable writes prove little on one filesystem (ext4's `auto_da_alloc` hides a missing
+//! fsync), so the workspace's tests run their checks on the default temp directory and on
+//! loop-mounted ext4, xfs (512- and 4096-byte sectors), btrfs and a small tmpfs.
+//!
+//! # How mounts stay private and never leak
+//! [`with_fs`] runs the closure on a fresh thread that first calls `unshare(CLONE_NEWNS)` (which
+//! also unshares the thread's `fs_struct`) and marks every mount private, so what it mounts is seen
+//! by that thread and the processes it spawns, never by the machine. When the thread ends, the
+//! namespace dies with it and the kernel detaches the mount, even if the test panicked; a test
+//! killed with SIGKILL leaks nothing either. Loop devices are detached lazily (`losetup -d` right
+//! after the mount sets auto-clear), so they go when the mount goes.
+//!
+//! # Skips
+//! Mounting needs root, `losetup` and the `mkfs` tool of each filesystem. Where one is missing the
+//! closure is not run and [`with_fs`] returns [`Skipped`] with the reason, which [`run_or_skip`]
+//! prints. Under `cargo xtask test` (`FS_TESTBED_REQUIRE=1`) a skip is a failure instead.
+#![deny(missing_docs)]
+
+use std::ffi::CString;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::Command;
+
+/// A filesystem to run a test on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FsKind {
+    /// A fresh directory under the default temp dir (no mount, no root needed).
+    DefaultTmp,
+    /// ext4 on a 64 MiB loop device.
+    Ext4,
+    /// xfs on a 320 MiB loop device with 512-byte sectors.
+    Xfs,
+    /// xfs on a 320 MiB loop device with 4096-byte logical sectors (`losetup --sector-size 4096`).
+    Xfs4k,
+    /// btrfs on a 128 MiB loop device.
+    Btrfs,
+    /// A tmpfs of 64 MiB.
+    Tmpfs,
+    /// A tmpfs of 1 MiB, for ENOSPC tests.
+    TinyTmpfs,
+}
+
+impl FsKind {
+    /// Every kind, the default temp dir first.
+    pub const ALL: [FsKind; 6] = [
+        FsKind::DefaultTmp,
+        FsKind::Ext4,
+        FsKind::Xfs,
+        FsKind::Xfs4k,
+        FsKind::Btrfs,
+        FsKind::Tmpfs,
+    ];
+
+    /// A short name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsKind::DefaultTmp => "default-tmp",
+            FsKind::Ext4 => "ext4",
+            FsKind::Xfs => "xfs",
+            FsKind::Xfs4k => "xfs-4k-sectors",
+            FsKind::Btrfs => "btrfs",
+            FsKind::Tmpfs => "tmpfs",
+            FsKind::TinyTmpfs => "tmpfs-1MiB",
+        }
+    }
+
+    /// Parses a name as printed by [`FsKind::name`] (also `tmp`, `xfs4k`).
+    pub fn from_name(name: &str) -> Option<FsKind> {
+        Some(match name {
+            "default-tmp" | "tmp" | "default" => FsKind::DefaultTmp,
+            "ext4" => FsKind::Ext4,
+            "xfs" => FsKind::Xfs,
+            "xfs-4k-sectors" | "xfs4k" => FsKind::Xfs4k,
+            "btrfs" => FsKind::Btrfs,
+            "tmpfs" => FsKind::Tmpfs,
+            "tmpfs-1MiB" | "tiny-tmpfs" => FsKind::TinyTmpfs,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a filesystem could not be provided.
+#[derive(Debug, Clone)]
+pub struct Skipped {
+    /// The filesystem that was asked for.
+    pub kind: FsKind,
+    /// What was missing or failed.
+    pub reason: String,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "skipped on {}: {}", self.kind.name(), self.reason)
+    }
+}
+
+/// Whether skips are failures (set by `cargo xtask test`).
+pub fn skips_are_failures() -> bool {
+    std::env::var_os("FS_TESTBED_REQUIRE").is_some_and(|v| v == "1")
+}
+
+/// Runs `f` on `kind` and returns its result, or prints why it skipped and returns `None`.
+///
+/// # Panics
+/// When the filesystem cannot be provided and `FS_TESTBED_REQUIRE=1` (under `cargo xtask test`).
+pub fn run_or_skip<R: Send>(kind: FsKind, f: impl FnOnce(&Path) -> R + Send) -> Option<R> {
+    match with_fs(kind, f) {
+        Ok(r) => Some(r),
+        Err(skipped) if skips_are_failures() => {
+            panic!("{skipped} (FS_TESTBED_REQUIRE=1: a skip is a failure under cargo xtask test)")
+        }
+        Err(skipped) => {
+            eprintln!("{skipped}");
+            None
+        }
+    }
+}
+
+/// Runs `f` with the root directory of a fresh filesystem of `kind`, mounted privately.
+///
+/// A panic inside `f` is propagated after the mount is gone.
+pub fn with_fs<R: Send>(kind: FsKind, f: impl FnOnce(&Path) -> R + Send) -> Result<R, Skipped> {
+    let skip = |reason: String| Skipped { kind, reason };
+    let scratch = tempfile::Builder::new()
+        .prefix("fs-testbed-")
+        .tempdir()
+        .map_err(|e| {
+            skip(format!(
+                "create scratch dir in {}: {e}",
+                std::env::temp_dir().display()
+            ))
+        })?;
+    if kind == FsKind::DefaultTmp {
+        return Ok(f(scratch.path()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(skip(
+            "mounting needs root (run as root or under cargo xtask test as root)".into(),
+        ));
+    }
+    let mountpoint = scratch.path().join("mnt");
+    std::fs::create_dir(&mountpoint)
+        .map_err(|e| skip(format!("mkdir {}: {e}", mountpoint.display())))?;
+    let image = scratch.path().join("image");
+
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(|| -> Result<R, Skipped> {
+            enter_private_mount_namespace().map_err(skip)?;
+            mount_kind(kind, &image, &mountpoint).map_err(skip)?;
+            Ok(f(&mountpoint))
+        });
+        match handle.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Moves the calling thread into a new mount namespace whose mounts are all private.
+fn enter_private_mount_namespace() -> Result<(), String> {
+    // SAFETY: unshare only changes this thread's namespaces; CLONE_NEWNS implies CLONE_FS, which
+    // the kernel allows per thread, so other threads keep the machine's namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(format!(
+            "unshare(CLONE_NEWNS): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let root = c"/";
+    // SAFETY: all pointers are valid NUL-terminated strings or null, as mount(2) allows for a
+    // propagation change.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "make / private: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+fn mount_kind(kind: FsKind, image: &Path, mountpoint: &Path) -> Result<(), String> {
+    let (mkfs, size_mib, sector, fstype): (&[&str], u64, Option<u32>, &str) = match kind {
+        FsKind::DefaultTmp => return Ok(()),
+        FsKind::Tmpfs => return mount_raw("tmpfs", mountpoint, "tmpfs", "size=64M,mode=0755"),
+        FsKind::TinyTmpfs => return mount_raw("tmpfs", mountpoint, "tmpfs", "size=1M,mode=0755"),
+        FsKind::Ext4 => (&["mkfs.ext4", "-q", "-F"], 64, None, "ext4"),
+        FsKind::Xfs => (&["mkfs.xfs", "-q", "-f"], 320, None, "xfs"),
+        FsKind::Xfs4k => (
+            &["mkfs.xfs", "-q", "-f", "-s", "size=4096"],
+            320,
+            Some(4096),
+            "xfs",
+        ),
+        FsKind::Btrfs => (&["mkfs.btrfs", "-q", "-f"], 128, None, "btrfs"),
+    };
+    let file =
+        std::fs::File::create(image).map_err(|e| format!("create {}: {e}", image.display()))?;
+    file.set_len(size_mib << 20)
+        .map_err(|e| format!("size {}: {e}", image.display()))?;
+    drop(file);
+    run_tool(Command::new(mkfs[0]).args(&mkfs[1..]).arg(image))?;
+    let mut losetup = Command::new("losetup");
+    losetup.args(["--find", "--show"]);
+    if let Some(sector) = sector {
+        losetup.arg("--sector-size").arg(sector.to_string());
+    }
+    let device = run_tool(losetup.arg(image))?;
+    let device = device.trim().to_string();
+    let mounted = mount_raw(&device, mountpoint, fstype, "");
+    // Detach at once: on a mounted device this only sets auto-clear, so the loop device goes away
+    // with the mount (thread exit, panic or SIGKILL alike). On a failed mount it detaches now.
+    let detached = run_tool(Command::new("losetup").arg("-d").arg(&device));
+    mounted?;
+    detached.map(|_| ())
+}
+
+fn mount_raw(source: &str, target: &Path, fstype: &str, data: &str) -> Result<(), String> {
+    let cstr = |s: &[u8]| CString::new(s).map_err(|e| format!("mount argument with NUL: {e}"));
+    let (source_c, target_c) = (
+        cstr(source.as_bytes())?,
+        cstr(target.as_os_str().as_bytes())?,
+    );
+    let (fstype_c, data_c) = (cstr(fstype.as_bytes())?, cstr(data.as_bytes())?);
+    // SAFETY: all four pointers are valid NUL-terminated strings for the duration of the call.
+    let rc = unsafe {
+        libc::mount(
+            source_c.as_ptr(),
+            target_c.as_ptr(),
+            fstype_c.as_ptr(),
+            0,
+            data_c.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "mount {fstype} {source} on {}: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+fn run_tool(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("run {cmd:?}: {e} (is it installed? try cargo xtask setup)"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_mounts_privately_and_is_writable() {
+        for kind in FsKind::ALL.into_iter().chain([FsKind::TinyTmpfs]) {
+            let seen = run_or_skip(kind, |root| {
+                let probe = root.join("probe");
+                std::fs::write(&probe, b"hello").expect("write a file on the test filesystem");
+                let mounts =
+                    std::fs::read_to_string("/proc/thread-self/mounts").expect("read mounts");
+                (
+                    std::fs::read(&probe).expect("read it back"),
+                    mounts.contains(&root.display().to_string()),
+                )
+            });
+            if let Some((bytes, listed)) = seen {
+                assert_eq!(bytes, b"hello", "{}: bytes read back", kind.name());
+                assert!(
+                    kind == FsKind::DefaultTmp || listed,
+                    "{}: mount visible in its namespace",
+                    kind.name()
+                );
+            }
+        }
+        // Nothing of ours is left in the machine's namespace.
+        let mounts =
+            std::fs::read_to_string("/proc/self/mounts").expect("read the process's mounts");
+        assert!(
+            !mounts.contains("fs-testbed-"),
+            "a test mount leaked into the machine namespace"
+        );
+    }
+}

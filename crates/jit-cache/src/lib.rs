@@ -1,0 +1,2 @@
+//! A content-keyed, crash-safe, single-flight cache of compiled GPU kernels.
+#![deny(missing_docs)]

@@ -1,0 +1,1 @@
+//! End-to-end tests across the workspace's crates and processes live in `tests/`.

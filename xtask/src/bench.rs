@@ -1,0 +1,28 @@
+//! `cargo xtask bench <crate>`: each crate keeps one side-by-side benchmark (`benches/<crate>.rs`,
+//! a plain `harness = false` binary that prints medians and ratios), run here in release mode.
+
+use crate::util;
+use anyhow::{bail, Result};
+
+const BENCHED: &[&str] = &[
+    "durable-fs",
+    "fingerprint",
+    "nvcc",
+    "direct-io",
+    "jit-cache",
+];
+
+pub fn run(args: &[String]) -> Result<()> {
+    let Some(krate) = args.first() else {
+        bail!("usage: cargo xtask bench <{}> [ARGS...]", BENCHED.join("|"));
+    };
+    if !BENCHED.contains(&krate.as_str()) {
+        bail!("no benchmark for `{krate}`; known: {}", BENCHED.join(", "));
+    }
+    let paths = crate::setup::run(&[])?;
+    let bench_name = krate.replace('-', "_");
+    let mut cmd = util::cargo();
+    cmd.args(["bench", "-p", krate, "--bench", &bench_name, "--"]);
+    cmd.args(&args[1..]).env("NVCC", &paths.nvcc);
+    util::run_checked(&mut cmd)
+}

@@ -1,0 +1,50 @@
+//! Project automation in the cargo-xtask convention: `cargo xtask <command>`.
+//!
+//! Commands:
+//! - `test`: the one test command (formatting, lints, docs, nextest, doctests, loom models).
+//! - `demo`: the main job: build the example kernels through the JIT cache and show hits and rebuilds.
+//! - `setup`: install what the tests need (Debian packages when root, a venv with the pip nvcc).
+//! - `bench <crate>`: side-by-side benchmarks of one crate against its peers.
+//! - `crash-test`: kill -9 fault injection against the cache.
+//! - `gpu-check`: the GPU run (see `gpu_check.rs`).
+
+mod bench;
+mod setup;
+mod test;
+mod util;
+
+use anyhow::{bail, Result};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_else(|| "help".to_string());
+    let rest: Vec<String> = args.collect();
+    match command.as_str() {
+        "test" => test::run(&rest),
+        "setup" => setup::run(&rest).map(|paths| println!("nvcc: {}", paths.nvcc.display())),
+        "bench" => bench::run(&rest),
+        "demo" => demo(&rest),
+        "help" | "--help" | "-h" => {
+            println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check>");
+            Ok(())
+        }
+        other => bail!("unknown xtask command `{other}` (try `cargo xtask help`)"),
+    }
+}
+
+/// The main job: until the JIT cache lands, the demo runs the durable-fs example.
+fn demo(rest: &[String]) -> Result<()> {
+    let paths = setup::run(&[])?;
+    let mut cmd = util::cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-p",
+        "jit-cache",
+        "--bin",
+        "jit-cache-demo",
+        "--",
+    ]);
+    cmd.args(rest).env("NVCC", &paths.nvcc);
+    util::run_checked(&mut cmd)
+}

@@ -1,0 +1,139 @@
+//! `cargo xtask setup`: installs what the tests and the demo need, idempotently.
+//!
+//! - Debian packages for real filesystems, FUSE and the benchmarks' peers, when we are root and a
+//!   tool is missing (`xfsprogs`, `btrfs-progs`, `fuse3`, `fio`, `ccache`).
+//! - A Python venv holding the pip CUDA compiler (`nvidia-cuda-nvcc`, `-crt`, `-cccl`), under
+//!   `target/nvcc-venv` unless `XTASK_NVCC_VENV` names another place. The nvcc path is printed.
+
+use crate::util::{self, have_program};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What setup produced.
+pub struct SetupPaths {
+    /// The real nvcc inside the venv.
+    pub nvcc: PathBuf,
+}
+
+/// Debian packages the tests need, each with the program that shows it is installed.
+const DEBIAN_PACKAGES: &[(&str, &str)] = &[
+    ("xfsprogs", "mkfs.xfs"),
+    ("btrfs-progs", "mkfs.btrfs"),
+    ("e2fsprogs", "mkfs.ext4"),
+    ("fuse3", "fusermount3"),
+    ("fio", "fio"),
+    ("ccache", "ccache"),
+];
+
+const PIP_PACKAGES: &[&str] = &["nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-cuda-cccl"];
+
+pub fn run(_args: &[String]) -> Result<SetupPaths> {
+    install_debian_packages()?;
+    let venv = std::env::var_os("XTASK_NVCC_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| util::workspace_root().join("target").join("nvcc-venv"));
+    let nvcc = ensure_nvcc_venv(&venv)?;
+    Ok(SetupPaths { nvcc })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn install_debian_packages() -> Result<()> {
+    let missing: Vec<&str> = DEBIAN_PACKAGES
+        .iter()
+        .filter(|(_, program)| !have_program(program))
+        .map(|(package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() || !have_program("apt-get") {
+        eprintln!("setup: missing {missing:?}; not root or no apt-get, so not installing them");
+        return Ok(());
+    }
+    eprintln!("setup: installing {missing:?}");
+    let install = |cmd: &mut Command| cmd.env("DEBIAN_FRONTEND", "noninteractive").status();
+    let first = install(
+        Command::new("apt-get")
+            .args(["install", "-y", "-q"])
+            .args(&missing),
+    )?;
+    if !first.success() {
+        util::run_checked(Command::new("apt-get").args(["update", "-q"]))?;
+        let second = install(
+            Command::new("apt-get")
+                .args(["install", "-y", "-q"])
+                .args(&missing),
+        )?;
+        if !second.success() {
+            bail!("apt-get install {missing:?} failed ({second})");
+        }
+    }
+    Ok(())
+}
+
+/// Finds nvcc in a venv's site-packages (`lib/python3.*/site-packages/nvidia/cu13/bin/nvcc`).
+pub fn nvcc_in_venv(venv: &Path) -> Option<PathBuf> {
+    let lib = std::fs::read_dir(venv.join("lib")).ok()?;
+    for entry in lib.flatten() {
+        let candidate = entry.path().join("site-packages/nvidia/cu13/bin/nvcc");
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
+fn ensure_nvcc_venv(venv: &Path) -> Result<PathBuf> {
+    // The cccl package provides `cuda_fp16.h`'s dependencies; its marker tells a complete install.
+    let complete = |nvcc: &Path| {
+        nvcc.parent()
+            .and_then(Path::parent)
+            .map(|cu13| {
+                cu13.join("include/cuda_fp16.h").is_file()
+                    && cu13.join("include/cccl/cuda").is_dir()
+            })
+            .unwrap_or(false)
+    };
+    if let Some(nvcc) = nvcc_in_venv(venv) {
+        if complete(&nvcc) {
+            return Ok(nvcc);
+        }
+    }
+    eprintln!(
+        "setup: creating a venv with the pip nvcc at {}",
+        venv.display()
+    );
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| have_program(p))
+        .context("setup: no python3 on PATH to create the nvcc venv")?;
+    if !venv.join("bin/pip").exists() {
+        util::run_checked(Command::new(python).arg("-m").arg("venv").arg(venv))?;
+    }
+    util::run_checked(
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check"])
+            .args(PIP_PACKAGES),
+    )?;
+    let nvcc = nvcc_in_venv(venv).with_context(|| {
+        format!(
+            "setup: pip installed {PIP_PACKAGES:?} but no nvcc under {}",
+            venv.display()
+        )
+    })?;
+    if !complete(&nvcc) {
+        bail!(
+            "setup: nvcc at {} lacks the cccl headers (cuda_fp16.h, include/cccl/cuda)",
+            nvcc.display()
+        );
+    }
+    Ok(nvcc)
+}

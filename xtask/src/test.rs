@@ -1,0 +1,121 @@
+//! `cargo xtask test`: the project's one test command; `.ci/run` calls it.
+//!
+//! Steps, each timed: setup, `cargo fmt --check`, clippy with warnings denied, rustdoc with warnings
+//! denied, the workspace's tests under nextest (or `cargo test` where nextest is absent), doctests,
+//! and the loom models in their own target directory. Tests that need root, loop devices or FUSE run
+//! with `FS_TESTBED_REQUIRE=1`, which turns each of their skips into a failure: a test these machines
+//! can run must run.
+
+use crate::util;
+use anyhow::{bail, Result};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Crates that carry loom models (`#[cfg(loom)]` tests); each is run with `--cfg loom`.
+const LOOM_CRATES: &[&str] = &["durable-fs", "jit-cache", "direct-io"];
+
+pub fn run(args: &[String]) -> Result<()> {
+    let quick = args.iter().any(|a| a == "--no-lint");
+    let mut timings: Vec<(String, Duration)> = Vec::new();
+    let mut step = |name: &str, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+        eprintln!("\n==> xtask test: {name}");
+        let start = Instant::now();
+        let result = f();
+        let took = start.elapsed();
+        eprintln!(
+            "==> {name}: {} in {:.1}s",
+            if result.is_ok() { "ok" } else { "FAILED" },
+            took.as_secs_f64()
+        );
+        timings.push((name.to_string(), took));
+        result
+    };
+
+    let mut nvcc = None;
+    step("setup", &mut || {
+        nvcc = Some(crate::setup::run(&[])?.nvcc);
+        Ok(())
+    })?;
+    let Some(nvcc) = nvcc else {
+        bail!("setup produced no nvcc")
+    };
+
+    if !quick {
+        step("fmt", &mut || {
+            util::run_checked(util::cargo().args(["fmt", "--all", "--", "--check"]))
+        })?;
+        step("clippy", &mut || {
+            util::run_checked(util::cargo().args([
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--",
+                "-D",
+                "warnings",
+            ]))
+        })?;
+        step("doc", &mut || {
+            util::run_checked(
+                util::cargo()
+                    .args(["doc", "--workspace", "--no-deps", "--all-features"])
+                    .env("RUSTDOCFLAGS", "-D warnings"),
+            )
+        })?;
+    }
+
+    let with_test_env = |cmd: &mut Command| {
+        cmd.env("NVCC", &nvcc)
+            .env("FS_TESTBED_REQUIRE", "1")
+            .env("XTASK_TEST", "1");
+    };
+    step("tests", &mut || {
+        let mut cmd = util::cargo();
+        if util::have_program("cargo-nextest") {
+            cmd.args([
+                "nextest",
+                "run",
+                "--workspace",
+                "--all-features",
+                "--no-fail-fast",
+            ]);
+        } else {
+            eprintln!("cargo-nextest is absent: falling back to `cargo test`");
+            cmd.args([
+                "test",
+                "--workspace",
+                "--all-features",
+                "--no-fail-fast",
+                "--lib",
+                "--bins",
+                "--tests",
+            ]);
+        }
+        with_test_env(&mut cmd);
+        util::run_checked(&mut cmd)
+    })?;
+    step("doctests", &mut || {
+        let mut cmd = util::cargo();
+        cmd.args(["test", "--workspace", "--all-features", "--doc"]);
+        with_test_env(&mut cmd);
+        util::run_checked(&mut cmd)
+    })?;
+    step("loom", &mut || {
+        let target = util::workspace_root().join("target").join("loom");
+        for krate in LOOM_CRATES {
+            let mut cmd = util::cargo();
+            cmd.args(["test", "--release", "-p", krate, "--lib", "--", "loom"])
+                .env("RUSTFLAGS", "--cfg loom")
+                .env("CARGO_TARGET_DIR", &target)
+                .env("LOOM_MAX_PREEMPTIONS", "3");
+            util::run_checked(&mut cmd)?;
+        }
+        Ok(())
+    })?;
+
+    eprintln!("\nxtask test: all steps passed");
+    for (name, took) in &timings {
+        eprintln!("  {name:<10} {:>8.1}s", took.as_secs_f64());
+    }
+    Ok(())
+}
