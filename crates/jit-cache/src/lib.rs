@@ -1,2 +1,82 @@
 //! A content-keyed, crash-safe, single-flight cache of compiled GPU kernels.
+//!
+//! ```no_compile
+//! let cache = Cache::open(root)?;
+//! let built = cache.get_or_build(&KernelSpec::from_file("kernels/gemm.cu").include_dir("include"))?;
+//! println!("{}: {}", built.outcome, built.artifact.path().display()); // hit, built or rebuilt (why)
+//! ```
+//!
+//! # Guarantees
+//! - **Never partial.** An entry becomes visible with one rename of a staging directory whose
+//!   files were written and fsynced, `meta.json` last; a reader opens the entry directory once and
+//!   reads everything relative to it, so it sees no entry or a whole one, never a mix of two.
+//! - **Never stale.** Keys are content digests of the source, flags, defines, arch list, output
+//!   kind, compiler identity (binary, companions, version), host compiler, the environment that
+//!   changes nvcc's output, and the caller's extra components; never mtimes or absolute paths.
+//!   Each entry also records the headers its compile read, relative to the include directory that
+//!   resolved them, and a hit revalidates them (a `stat` each through the stat cache), including
+//!   that no new header now shadows one of them.
+//! - **Durable.** Nothing is reported built before its data and directory entries are fsynced
+//!   (`durable-fs`); an fsync error is returned, never retried into success, never published.
+//! - **Compiled once.** Threads of one process share one build (single flight); processes share
+//!   one build through a per-key `flock` held from the re-check through publication. A failed
+//!   compile is recorded with a snapshot of its inputs, so the next callers get its diagnostics at
+//!   once until an input changes or they [`Cache::retry`].
+//! - **kill -9 safe.** Locks die with their holders; staging directories of dead builders are
+//!   swept; a half-built entry is never visible.
+//! - **Never fails the application for the cache's sake.** A full, read-only or failing cache
+//!   compiles privately and says so in [`Built::warning`].
+//! - **Pinned artifacts.** An [`Artifact`]'s path stays valid while it lives: it holds a shared
+//!   lock on its entry, and eviction skips pinned entries.
+//!
+//! # Limitations
+//! - NFS: `flock` is emulated with `fcntl` locks and needs the lock file open for writing (it is);
+//!   a loser that cannot see the winner's entry yet (negative lookup cache) uses a private copy.
+//! - Toolkit and system headers (under nvcc's root, `/usr/include`) are revalidated once per
+//!   process; project headers on every hit.
+//! - Hits and misses are not counted on disk (a hit writes nothing); builds are logged.
+//!
+//! # Example
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use jit_cache::{Cache, KernelSpec, Outcome};
+//! let dir = tempfile::tempdir()?;
+//! let cache = Cache::open(dir.path().join("cache"))?;
+//! let spec = KernelSpec::from_text("scale", "scale.cu",
+//!     "extern \"C\" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }");
+//! assert_eq!(cache.get_or_build(&spec)?.outcome, Outcome::Built);
+//! let again = cache.get_or_build(&spec)?;
+//! assert_eq!(again.outcome, Outcome::Hit);
+//! assert_eq!(&again.artifact.bytes()[..4], b"\x7fELF"); // a cubin is an ELF file
+//! # Ok(()) }
+//! ```
 #![deny(missing_docs)]
+
+mod batch;
+mod build;
+mod cache;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+mod entry;
+mod error;
+#[cfg(feature = "failpoints")]
+mod failpoints;
+mod headers;
+mod key;
+mod layout;
+mod maintenance;
+mod records;
+mod single_flight;
+mod spec;
+mod sync;
+mod toolchain;
+
+pub use batch::Progress;
+pub use cache::{Action, Built, Cache, CacheOptions, Explanation, Outcome};
+pub use entry::Artifact;
+pub use error::{CompileFailed, Error, Result};
+pub use key::CACHE_FORMAT;
+pub use layout::{default_root, RootMode, FORMAT_DIR};
+pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport};
+pub use nvcc::OutputKind;
+pub use spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};

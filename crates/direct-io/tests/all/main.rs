@@ -1,0 +1,7 @@
+//! Integration tests of `direct-io`, one module per topic.
+
+mod checkpoint;
+mod common;
+mod engines;
+mod headers;
+mod read_at;

@@ -1,0 +1,135 @@
+//! Renames made durable: replace, no-clobber publish, and exchange.
+
+use std::cell::Cell;
+use std::io;
+use std::path::Path;
+
+use rustix::fs::{AtFlags, RenameFlags, CWD};
+use rustix::io::Errno;
+
+use crate::error::{Error, Result};
+use crate::sys;
+
+/// What a no-clobber publish found.
+#[must_use = "AlreadyExisted means another writer won: use its entry, and remove your own source"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// The source now sits at the target, durably.
+    Published,
+    /// The target already existed and was left alone; the source was not moved.
+    AlreadyExisted,
+}
+
+/// Renames `from` to `to` (replacing a file at `to`), then fsyncs the parent of `to` and, when it
+/// is a different directory, the parent of `from`.
+///
+/// `rename(2)` is atomic for readers: they see the old `to` or the new one. On real filesystems
+/// a rename is one journal transaction, but only the fsync of both directories makes it durable
+/// everywhere. Parents are compared as written (`a/x` and `./a/y` are fsynced twice, which is
+/// harmless).
+pub fn atomic_rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    rustix::fs::renameat(CWD, from, CWD, to).map_err(|e| Error::two("rename", from, to, e))?;
+    fsync_parents(from, to)
+}
+
+/// Renames `from` to `to` only if `to` does not exist, then fsyncs the parents.
+///
+/// Losing the race is an answer, not an error: [`Published::AlreadyExisted`] says that `to`
+/// existed, and `from` is left where it was.
+///
+/// - First `renameat2(RENAME_NOREPLACE)` (ext4 since Linux 3.15, btrfs and tmpfs 3.17, xfs 4.0,
+///   ZFS 2.2). `EEXIST` means the target existed.
+/// - Where the filesystem refuses the flag (`EINVAL`; NFS, ceph, 9p, lustre, many FUSE
+///   filesystems, ZFS before 2.2): a file is published with `linkat(from, to)` (which never
+///   replaces; `EEXIST` means the target existed) and then `unlinkat(from)`; a directory, which
+///   cannot be hard-linked, with a plain `rename`, which replaces only an absent or empty
+///   directory: `ENOTEMPTY` or `EEXIST` mean the target existed. In this fallback an existing
+///   *empty* directory at `to` is replaced.
+/// - After a publish, the parents are fsynced as in [`atomic_rename`].
+pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<Published> {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    if !FORCE_FALLBACK.with(Cell::get) {
+        match rustix::fs::renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+            Ok(()) => {
+                fsync_parents(from, to)?;
+                return Ok(Published::Published);
+            }
+            Err(Errno::EXIST) => return Ok(Published::AlreadyExisted),
+            Err(e) if sys::is_unsupported_flag(e) => {}
+            Err(e) => return Err(Error::two("rename without replacing", from, to, e)),
+        }
+    }
+    let meta = std::fs::symlink_metadata(from).map_err(|e| Error::new("stat", from, e))?;
+    if meta.is_dir() {
+        match rustix::fs::renameat(CWD, from, CWD, to) {
+            Ok(()) => {}
+            Err(Errno::NOTEMPTY | Errno::EXIST) => return Ok(Published::AlreadyExisted),
+            Err(e) => return Err(Error::two("rename directory", from, to, e)),
+        }
+    } else {
+        match rustix::fs::linkat(CWD, from, CWD, to, AtFlags::empty()) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Ok(Published::AlreadyExisted),
+            Err(e) => return Err(Error::two("link", from, to, e)),
+        }
+        rustix::fs::unlinkat(CWD, from, AtFlags::empty())
+            .map_err(|e| Error::new("unlink", from, e))?;
+    }
+    fsync_parents(from, to)?;
+    Ok(Published::Published)
+}
+
+/// Swaps `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`), then fsyncs both parents.
+///
+/// Both must exist; they may be non-empty directories. Where the filesystem lacks the flag the
+/// error's kind is `ErrorKind::Unsupported` and nothing moved.
+pub fn exchange(a: impl AsRef<Path>, b: impl AsRef<Path>) -> Result<()> {
+    let (a, b) = (a.as_ref(), b.as_ref());
+    let result = if FORCE_FALLBACK.with(Cell::get) {
+        Err(Errno::INVAL)
+    } else {
+        rustix::fs::renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE)
+    };
+    match result {
+        Ok(()) => fsync_parents(a, b),
+        Err(e) if sys::is_unsupported_flag(e) => Err(Error::two(
+            "exchange",
+            a,
+            b,
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("this filesystem does not support RENAME_EXCHANGE ({e})"),
+            ),
+        )),
+        Err(e) => Err(Error::two("exchange", a, b, e)),
+    }
+}
+
+fn fsync_parents(from: &Path, to: &Path) -> Result<()> {
+    let (pf, pt) = (sys::parent_of(from), sys::parent_of(to));
+    sys::fsync_dir_path(&pt)?;
+    if pf != pt {
+        sys::fsync_dir_path(&pf)?;
+    }
+    Ok(())
+}
+
+thread_local! {
+    static FORCE_FALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Test seam: runs `f` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE` treated as unsupported on
+/// this thread, as on NFS, so the `linkat`/plain-rename fallbacks and the staged-commit
+/// fallback can be tested on any filesystem.
+#[doc(hidden)]
+pub fn with_rename_flags_unsupported<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FORCE_FALLBACK.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(FORCE_FALLBACK.with(|c| c.replace(true)));
+    f()
+}

@@ -1,0 +1,238 @@
+//! A staging directory: build a tree privately, then publish it with one rename.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FlockOperation, Mode, CWD};
+
+use crate::error::{Error, Result};
+use crate::fsync::fsync_dir;
+use crate::registry::{self, TempKind};
+use crate::rename::{exchange, rename_noreplace, Published};
+use crate::sys;
+use crate::temp_name::temp_name;
+
+/// A temp-named directory beside a target, where a whole entry is built and then published with
+/// one rename, so readers see no entry or a complete one (never one writer's file mixed with
+/// another's).
+///
+/// It holds an exclusive `flock` on the directory for its lifetime, so [`crate::sweep`] skips
+/// it, and it is registered for [`crate::remove_live_temps`]. Dropping it without a commit
+/// removes it (best effort).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use durable_fs::{Published, StagingDir};
+/// let cache = tempfile::tempdir()?;
+/// let staging = StagingDir::new_in(cache.path())?;
+/// durable_fs::put(staging.path().join("kernel.cubin"), b"cubin")?;
+/// durable_fs::put(staging.path().join("meta.json"), b"{}")?;
+/// let entry = cache.path().join("entry-1");
+/// assert_eq!(staging.commit_noreplace(&entry)?, Published::Published);
+/// assert_eq!(std::fs::read(entry.join("meta.json"))?, b"{}");
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct StagingDir {
+    path: PathBuf,
+    // Held for the lifetime: its flock tells sweeps this directory is live.
+    _lock: OwnedFd,
+    ticket: registry::Ticket<'static>,
+    done: bool,
+}
+
+impl StagingDir {
+    /// Creates a fresh temp-named directory (mode 0777 less the umask) in `parent`, which must
+    /// be on the same filesystem as the targets it will be committed to.
+    pub fn new_in(parent: &Path) -> Result<StagingDir> {
+        let mut last = None;
+        for _ in 0..3 {
+            let path = parent.join(temp_name("staging"));
+            match rustix::fs::mkdirat(CWD, &path, Mode::from_raw_mode(0o777)) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::EXIST) => {
+                    last = Some(Error::new(
+                        "create directory",
+                        &path,
+                        io::ErrorKind::AlreadyExists,
+                    ));
+                    continue;
+                }
+                Err(e) => return Err(Error::new("create directory", &path, e)),
+            }
+            let ticket = registry::global().register(path.clone(), TempKind::Dir);
+            let lock = sys::open_dir(&path).and_then(|fd| {
+                rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
+                    .map_err(|e| Error::new("lock directory", &path, e))?;
+                Ok(fd)
+            });
+            return match lock {
+                Ok(lock) => Ok(StagingDir {
+                    path,
+                    _lock: lock,
+                    ticket,
+                    done: false,
+                }),
+                Err(e) => {
+                    let _ = std::fs::remove_dir(&path);
+                    Err(e)
+                }
+            };
+        }
+        Err(last.unwrap_or_else(|| {
+            Error::new("create directory", parent, io::ErrorKind::AlreadyExists)
+        }))
+    }
+
+    /// The staging directory's path; build the entry under it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// fsyncs the tree, then publishes it at `target` only if nothing is there.
+    ///
+    /// Uses [`rename_noreplace`] (so an existing non-empty directory is never replaced) and
+    /// fsyncs the parents. On [`Published::AlreadyExisted`] another writer won: the staging
+    /// directory is removed, and the caller should use the winner's entry (on NFS the winner
+    /// may be invisible for a while; the caller can keep its own copy by not committing).
+    pub fn commit_noreplace(mut self, target: &Path) -> Result<Published> {
+        fsync_dir(&self.path)?;
+        self.claim()?;
+        let published = rename_noreplace(&self.path, target);
+        match published {
+            Ok(Published::Published) => {
+                self.done = true;
+                Ok(Published::Published)
+            }
+            Ok(Published::AlreadyExisted) => {
+                self.ticket.abort_publish();
+                Ok(Published::AlreadyExisted)
+            }
+            Err(e) => {
+                self.ticket.abort_publish();
+                Err(e)
+            }
+        }
+    }
+
+    /// fsyncs the tree, then makes it the directory at `target`, replacing what is there.
+    ///
+    /// With `RENAME_EXCHANGE` (ext4, xfs, btrfs, tmpfs), the staged tree and the live one swap
+    /// atomically: a reader sees the old tree or the new one, never neither; the old tree, now
+    /// at the staging path, is then removed. When `target` does not exist it is published as by
+    /// [`rename_noreplace`].
+    ///
+    /// Fallback where the filesystem lacks `RENAME_EXCHANGE` (NFS, FUSE): the old tree is
+    /// renamed aside to a temp name, the new one renamed in, the old one removed. **Between the
+    /// two renames a reader finds `target` absent**, and a crash there leaves no `target` and the
+    /// old tree under a temp name (which the age sweep removes); treat an absent entry as a miss.
+    pub fn commit_replace(mut self, target: &Path) -> Result<()> {
+        fsync_dir(&self.path)?;
+        self.claim()?;
+        let result = self.replace(target);
+        if result.is_ok() {
+            self.done = true;
+        } else {
+            self.ticket.abort_publish();
+        }
+        result
+    }
+
+    fn replace(&self, target: &Path) -> Result<()> {
+        // A few rounds cover a target that appears or vanishes between our checks.
+        for _ in 0..4 {
+            match exchange(&self.path, target) {
+                Ok(()) => {
+                    // The staging path now holds the old tree. The new one is published whatever
+                    // happens next; a failed removal is retried by Drop and then by the sweep.
+                    let _ = remove_tree(&self.path);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(target) => {
+                    match rename_noreplace(&self.path, target)? {
+                        Published::Published => return Ok(()),
+                        Published::AlreadyExisted => continue,
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                    return self.replace_by_moving_aside(target)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::new(
+            "replace directory",
+            target,
+            io::Error::other("the target kept changing under us"),
+        ))
+    }
+
+    fn replace_by_moving_aside(&self, target: &Path) -> Result<()> {
+        let parent = sys::parent_of(target);
+        let stem = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let aside = parent.join(temp_name(&format!("{stem}.old")));
+        let moved_aside = match rustix::fs::renameat(CWD, target, CWD, &aside) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::NOENT) => false,
+            Err(e) => return Err(Error::two("rename", target, &aside, e)),
+        };
+        if let Err(e) = rustix::fs::renameat(CWD, &self.path, CWD, target) {
+            if moved_aside {
+                // Put the old tree back so the target is not left missing.
+                let _ = rustix::fs::renameat(CWD, &aside, CWD, target);
+            }
+            return Err(Error::two("rename", &self.path, target, e));
+        }
+        sys::fsync_dir_path(&parent)?;
+        let staging_parent = sys::parent_of(&self.path);
+        if staging_parent != parent {
+            sys::fsync_dir_path(&staging_parent)?;
+        }
+        if moved_aside {
+            // The new tree is published; an old tree left here is temp-named for the sweep.
+            let _ = remove_tree(&aside);
+        }
+        Ok(())
+    }
+
+    fn claim(&self) -> Result<()> {
+        if self.ticket.begin_publish() {
+            Ok(())
+        } else {
+            Err(Error::new(
+                "publish",
+                &self.path,
+                io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    "the staging directory was removed by remove_live_temps",
+                ),
+            ))
+        }
+    }
+}
+
+fn exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// Removes a tree without following symlinks; an already-removed tree is fine.
+fn remove_tree(path: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::new("remove directory", path, e)),
+    }
+}
+
+impl Drop for StagingDir {
+    fn drop(&mut self) {
+        if !self.done && !self.ticket.reclaimed() {
+            // Best effort: a sweep removes whatever this leaves.
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}

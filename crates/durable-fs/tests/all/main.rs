@@ -1,0 +1,8 @@
+//! Integration tests of durable-fs, one module per topic.
+
+mod common;
+mod faults;
+mod locks;
+mod ops;
+mod race;
+mod sweep;

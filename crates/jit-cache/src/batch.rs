@@ -1,0 +1,60 @@
+//! Building many kernels at once, with a bound on parallelism and a progress callback.
+//!
+//! Each kernel goes through [`Cache::get_or_build`], which holds at most one key lock at a time,
+//! so a batch never holds two locks at once and cannot deadlock against another batch.
+
+use crate::cache::{Built, Cache};
+use crate::error::Result;
+use crate::spec::KernelSpec;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One finished kernel, reported to the progress callback.
+#[derive(Debug)]
+pub struct Progress<'a> {
+    /// How many kernels are finished, this one included.
+    pub done: usize,
+    /// How many there are.
+    pub total: usize,
+    /// The kernel's spec.
+    pub spec: &'a KernelSpec,
+    /// Its result.
+    pub result: &'a Result<Built>,
+}
+
+impl Cache {
+    /// Builds `specs` with at most `parallelism` compiles at once (default: the available
+    /// parallelism), calling `progress` as each finishes. Results come back in the order of
+    /// `specs`; each failure stays with its own spec.
+    pub fn build_many(
+        &self,
+        specs: &[KernelSpec],
+        parallelism: Option<usize>,
+        progress: &(dyn Fn(Progress<'_>) + Sync),
+    ) -> Vec<Result<Built>> {
+        let workers = parallelism
+            .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+            .clamp(1, specs.len().max(1));
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<Result<Built>>>> = Mutex::new((0..specs.len()).map(|_| None).collect());
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(spec) = specs.get(i) else { break };
+                    let result = self.get_or_build(spec);
+                    let finished = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    progress(Progress { done: finished, total: specs.len(), spec, result: &result });
+                    results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
+                });
+            }
+        });
+        results
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Compiler("batch worker stopped".into()))))
+            .collect()
+    }
+}

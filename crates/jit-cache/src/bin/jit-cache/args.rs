@@ -1,0 +1,166 @@
+//! Command-line arguments.
+
+use clap::{Args, Parser, Subcommand};
+use jit_cache::{Error, KernelSpec, OutputKind};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A content-keyed, crash-safe cache of compiled CUDA kernels. NVCC selects the compiler.
+#[derive(Parser, Debug)]
+#[command(name = "jit-cache", version)]
+pub(crate) struct Cli {
+    /// The cache root (default: $JIT_CACHE_DIR, $XDG_CACHE_HOME/jit-cache, ~/.cache/jit-cache).
+    #[arg(long, global = true)]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// One JSON document per command, for scripts.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Build (or hit) each source; prints hit, built or rebuilt (reason) and the artifact path.
+    Build {
+        #[command(flatten)]
+        spec: SpecArgs,
+        /// Compiles at once (default: available parallelism).
+        #[arg(short = 'j', long = "jobs")]
+        jobs: Option<usize>,
+    },
+    /// Say what build would do for each source, and why, without compiling.
+    Explain {
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
+    /// Entries, bytes, builds recorded, failures, staging and trash.
+    Stats,
+    /// List the entries.
+    Ls,
+    /// Re-hash every artifact against its meta.json; move corrupt entries aside.
+    Verify,
+    /// Evict least recently used entries by size and age; sweep leftovers.
+    Gc {
+        /// Keep at most this much (e.g. 512M, 10G).
+        #[arg(long, value_parser = parse_size)]
+        max_size: Option<u64>,
+        /// Evict entries unused for longer (e.g. 30m, 12h, 7d).
+        #[arg(long, value_parser = parse_duration)]
+        max_age: Option<Duration>,
+    },
+    /// Evict every entry not in use; forget slots and failures.
+    Clear,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct SpecArgs {
+    /// CUDA source files.
+    #[arg(required = true)]
+    pub(crate) sources: Vec<PathBuf>,
+    /// Target architecture (repeat for a fatbin).
+    #[arg(long = "arch")]
+    pub(crate) arches: Vec<String>,
+    /// Include directory.
+    #[arg(short = 'I')]
+    pub(crate) include_dirs: Vec<PathBuf>,
+    /// Definition NAME or NAME=VALUE.
+    #[arg(short = 'D')]
+    pub(crate) defines: Vec<String>,
+    /// A compiler flag, passed as one argument.
+    #[arg(long = "flag", allow_hyphen_values = true)]
+    pub(crate) flags: Vec<String>,
+    /// Output kind.
+    #[arg(long, default_value = "cubin", value_parser = parse_kind)]
+    pub(crate) kind: OutputKind,
+    /// Kernel name (one source only; default: the file's stem).
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+}
+
+impl SpecArgs {
+    pub(crate) fn specs(&self) -> Result<Vec<KernelSpec>, Error> {
+        if self.name.is_some() && self.sources.len() > 1 {
+            return Err(Error::InvalidSpec { name: self.name.clone().unwrap_or_default(), reason: "--name takes one source".into() });
+        }
+        let arches = if self.arches.is_empty() { vec!["sm_90".to_string()] } else { self.arches.clone() };
+        Ok(self
+            .sources
+            .iter()
+            .map(|source| {
+                let mut spec = KernelSpec::from_file(source).kind(self.kind).arches(arches.clone());
+                if let Some(name) = &self.name {
+                    spec = spec.name(name.clone());
+                }
+                for dir in &self.include_dirs {
+                    spec = spec.include_dir(dir.clone());
+                }
+                for define in &self.defines {
+                    let (name, value) = match define.split_once('=') {
+                        Some((n, v)) => (n, Some(v)),
+                        None => (define.as_str(), None),
+                    };
+                    spec = spec.define(name, value);
+                }
+                for flag in &self.flags {
+                    spec = spec.flag(flag.clone());
+                }
+                spec
+            })
+            .collect())
+    }
+}
+
+fn parse_kind(s: &str) -> Result<OutputKind, String> {
+    match s {
+        "cubin" => Ok(OutputKind::Cubin),
+        "ptx" => Ok(OutputKind::Ptx),
+        "fatbin" => Ok(OutputKind::Fatbin),
+        other => Err(format!("unknown kind `{other}` (cubin, ptx or fatbin)")),
+    }
+}
+
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a size such as 512M or 10G"))?;
+    let shift = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("unknown size unit in `{s}` (K, M, G, T)")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a duration such as 30m, 12h or 7d"))?;
+    let secs = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("unknown duration unit in `{s}` (s, m, h, d)")),
+    };
+    Ok(Duration::from_secs(n.saturating_mul(secs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("10G"), Ok(10 << 30));
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert!(parse_size("ten").is_err());
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert!(parse_duration("3 weeks").is_err());
+    }
+}

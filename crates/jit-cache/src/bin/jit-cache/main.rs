@@ -1,0 +1,192 @@
+//! `jit-cache`: the kernel cache's command line.
+//!
+//! Exit codes: 0 success, 1 a compile failed, 2 usage, 3 cache error.
+
+mod args;
+
+use args::{Cli, Command, SpecArgs};
+use clap::Parser;
+use jit_cache::{Built, Cache, Error, GcPolicy, KernelSpec, Outcome};
+use serde_json::json;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Instant;
+
+const EXIT_COMPILE: u8 = 1;
+const EXIT_CACHE: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if cli.json {
+                println!("{}", json!({ "error": e.to_string() }));
+            } else {
+                eprintln!("jit-cache: {e}");
+            }
+            ExitCode::from(if e.compile_failure().is_some() { EXIT_COMPILE } else { EXIT_CACHE })
+        }
+    }
+}
+
+fn open(cli: &Cli) -> Result<Cache, Error> {
+    match &cli.cache_dir {
+        Some(dir) => Cache::open(dir),
+        None => Cache::open_default(),
+    }
+}
+
+fn run(cli: &Cli) -> Result<u8, Error> {
+    let cache = open(cli)?;
+    match &cli.command {
+        Command::Build { spec, jobs } => build(cli, &cache, spec, *jobs),
+        Command::Explain { spec } => {
+            let mut out = Vec::new();
+            for s in spec.specs()? {
+                let explanation = cache.explain(&s)?;
+                if cli.json {
+                    out.push(serde_json::to_value(&explanation).unwrap_or_default());
+                } else {
+                    println!("{explanation}");
+                }
+            }
+            if cli.json {
+                println!("{}", json!({ "explain": out }));
+            }
+            Ok(0)
+        }
+        Command::Stats => {
+            let stats = cache.stats()?;
+            if cli.json {
+                println!("{}", json!({ "root": cache.root(), "stats": stats }));
+            } else {
+                println!("root:            {}", cache.root().display());
+                println!("entries:         {}", stats.entries);
+                println!("bytes:           {}", stats.bytes);
+                println!("builds recorded: {}", stats.builds_recorded);
+                println!("failures:        {}", stats.failures);
+                println!("staging:         {}", stats.staging);
+                println!("trash:           {}", stats.trash);
+            }
+            Ok(0)
+        }
+        Command::Ls => {
+            let entries = cache.entries()?;
+            if cli.json {
+                println!("{}", json!({ "entries": entries }));
+            } else {
+                for e in entries {
+                    println!("{:<24} {:<7} {:>9} {}", e.name, e.kind, e.bytes, e.path.display());
+                }
+            }
+            Ok(0)
+        }
+        Command::Verify => {
+            let report = cache.verify()?;
+            if cli.json {
+                println!("{}", json!({ "verify": report }));
+            } else {
+                println!("checked {}, corrupt {}", report.checked, report.corrupt.len());
+                for (path, why) in &report.corrupt {
+                    println!("  moved aside {}: {why}", path.display());
+                }
+            }
+            Ok(0)
+        }
+        Command::Gc { max_size, max_age } => {
+            let report = cache.gc(GcPolicy { max_bytes: *max_size, max_age: *max_age })?;
+            print_gc(cli, "gc", &report);
+            Ok(0)
+        }
+        Command::Clear => {
+            let report = cache.clear()?;
+            print_gc(cli, "clear", &report);
+            Ok(0)
+        }
+    }
+}
+
+fn print_gc(cli: &Cli, what: &str, report: &jit_cache::GcReport) {
+    if cli.json {
+        println!("{}", json!({ what: report }));
+    } else {
+        println!(
+            "{what}: evicted {} ({} bytes), skipped busy {}, swept {}",
+            report.evicted, report.bytes_freed, report.skipped_busy, report.swept
+        );
+    }
+}
+
+fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) -> Result<u8, Error> {
+    let specs: Vec<KernelSpec> = spec_args.specs()?;
+    let bar = (specs.len() > 1 && !cli.json && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(specs.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let start = Instant::now();
+    let results = cache.build_many(&specs, jobs, &|p| {
+        if let Some(bar) = &bar {
+            bar.set_message(p.spec.name.clone());
+            bar.inc(1);
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let elapsed_us = start.elapsed().as_micros() as u64;
+    let mut code = 0;
+    let mut rows = Vec::new();
+    for (spec, result) in specs.iter().zip(&results) {
+        match result {
+            Ok(built) => {
+                if cli.json {
+                    rows.push(built_json(spec, built));
+                } else {
+                    if let Some(w) = &built.warning {
+                        eprintln!("jit-cache: warning: {w}");
+                    }
+                    println!("{}: {} {}", spec.name, built.outcome, built.artifact.path().display());
+                }
+            }
+            Err(e) => {
+                let compile = e.compile_failure().is_some();
+                code = code.max(if compile { EXIT_COMPILE } else { EXIT_CACHE });
+                if cli.json {
+                    rows.push(json!({
+                        "name": spec.name, "error": e.to_string(),
+                        "diagnostics": e.compile_failure().map(|f| serde_json::to_value(&f.diagnostics).unwrap_or_default()),
+                    }));
+                } else {
+                    eprintln!("{}: error: {e}", spec.name);
+                }
+            }
+        }
+    }
+    if cli.json {
+        println!("{}", json!({ "results": rows, "elapsed_us": elapsed_us }));
+    }
+    // Exit codes: a compile failure wins over success; a cache error over both.
+    Ok(if code == EXIT_CACHE { EXIT_CACHE } else { code })
+}
+
+fn built_json(spec: &KernelSpec, built: &Built) -> serde_json::Value {
+    let (outcome, reasons) = match &built.outcome {
+        Outcome::Hit => ("hit", Vec::new()),
+        Outcome::Built => ("built", Vec::new()),
+        Outcome::Rebuilt { reasons } => ("rebuilt", reasons.clone()),
+        _ => ("other", Vec::new()),
+    };
+    json!({
+        "name": spec.name,
+        "outcome": outcome,
+        "reasons": reasons,
+        "path": built.artifact.path(),
+        "bytes": built.artifact.bytes().len(),
+        "warning": built.warning,
+    })
+}

@@ -1,0 +1,312 @@
+//! The miss path: lock, re-check, compile in a staging directory, publish with one rename.
+//!
+//! Order (see ARCHITECTURE.md, "Publication protocol"):
+//! 1. take the key's `flock` (one of 256 lock files), held from the re-check through publication;
+//! 2. look again: another process may have published while we waited;
+//! 3. compile into a fresh staging directory (a durable-fs temp name the sweep can reclaim);
+//! 4. write `meta.json` last, describing the artifact's size and digest;
+//! 5. fsync the staging directory's files and itself, rename it into place without replacing,
+//!    fsync the parent (all inside `durable_fs::StagingDir::commit_noreplace`);
+//! 6. record the slot's manifest, prune old variants, release the lock.
+
+use crate::cache::{Built, Cache, Outcome};
+use crate::entry::{self, Artifact, Meta, Unusable};
+use crate::error::{CompileFailed, Error, Result};
+use crate::key::{self, Prepared};
+use crate::layout::Layout;
+use crate::records::{write_record, FailureRecord, SlotRecord};
+use crate::spec::{KernelSpec, Source};
+use crate::toolchain::Toolchain;
+use durable_fs::{LockMode, Published, StagingDir, Wait};
+use fingerprint::{Component, Digest};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Named points in the protocol where the crash-test harness can kill or pause a builder.
+/// Compiled to nothing without the `failpoints` feature.
+#[inline]
+pub(crate) fn failpoint(name: &str) {
+    #[cfg(feature = "failpoints")]
+    crate::failpoints::hit(name);
+    #[cfg(not(feature = "failpoints"))]
+    let _ = name;
+}
+
+/// The compiled output, before publication.
+struct Compiled {
+    artifact_bytes: Vec<u8>,
+    headers: Vec<PathBuf>,
+    compile_ms: u64,
+}
+
+pub(crate) fn locked_build(
+    cache: &Cache,
+    layout: &Layout,
+    spec: &KernelSpec,
+    toolchain: &Toolchain,
+    prepared: &Prepared,
+) -> Result<Built> {
+    let lock_path = layout.lock_file(&prepared.key);
+    let _guard = durable_fs::lock(&lock_path, LockMode::Exclusive, Wait::Forever)?
+        .ok_or_else(|| Error::io("lock key", &lock_path, std::io::Error::other("lock not acquired")))?;
+    failpoint("locked");
+    // Another process may have published, or failed, while we waited for the lock.
+    let lookup = cache.lookup(layout, prepared, spec.kind);
+    if let Some((_, artifact)) = lookup.hit {
+        return Ok(Built { artifact, outcome: Outcome::Hit, warning: None });
+    }
+    if let Some(failure) = cache.recorded_failure(layout, prepared) {
+        return Err(Error::Compile(Arc::new(failure)));
+    }
+    let reasons = cache.rebuild_reasons(layout, prepared, &lookup);
+    for (dir, _) in &lookup.corrupt {
+        move_to_trash(layout, dir)?;
+    }
+
+    let staging = StagingDir::new_in(&layout.dir("staging"))?;
+    let scratch = StagingDir::new_in(&layout.dir("staging"))?;
+    let artifact_name = entry::artifact_file_name(spec.kind);
+    let output = staging.path().join(&artifact_name);
+    failpoint("compiling");
+    let compiled = match compile(spec, toolchain, scratch.path(), &output) {
+        Ok(compiled) => compiled,
+        Err(Error::Compile(failure)) => {
+            record_failure(cache, layout, prepared, &failure);
+            return Err(Error::Compile(failure));
+        }
+        Err(e) => return Err(e),
+    };
+    drop(scratch);
+
+    let records = {
+        let mut stat = cache.stat();
+        let source = prepared.source_path.clone();
+        compiled
+            .headers
+            .iter()
+            .filter(|h| Some(crate::headers::normalize(h)) != source)
+            .map(|h| prepared.search.classify(h, &mut stat))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let variant = entry::variant_of(&records);
+    let mut manifest = prepared.manifest.clone();
+    for record in &records {
+        manifest.insert(record.component_name(), Component { digest: record.digest, value: None });
+    }
+    let meta = Meta {
+        format: key::CACHE_FORMAT,
+        name: spec.name.clone(),
+        key: prepared.key,
+        variant,
+        slot: prepared.slot,
+        kind: key::kind_name(spec.kind),
+        artifact_file: artifact_name,
+        artifact_size: compiled.artifact_bytes.len() as u64,
+        artifact_digest: Digest::of_bytes(&compiled.artifact_bytes),
+        headers: records.clone(),
+        manifest: manifest.clone(),
+        created_unix_ms: now_ms(),
+        compile_ms: compiled.compile_ms,
+        host: crate::toolchain::host_name(),
+    };
+    failpoint("writing-meta");
+    write_record(&staging.path().join(entry::META_FILE), &meta)?;
+
+    let key_dir = layout.key_dir(&prepared.key);
+    durable_fs::create_dir_all_durable(&key_dir, layout.dir_mode())?;
+    let target = layout.entry_dir(&prepared.key, &variant);
+    if std::fs::symlink_metadata(&target).is_ok() {
+        // Under the lock, an existing directory for this variant that the lookup did not accept
+        // is corrupt or planted: move it aside (readers that hold it keep their copy).
+        move_to_trash(layout, &target)?;
+    }
+    failpoint("publishing");
+    let published = staging.commit_noreplace(&target)?;
+    failpoint("published");
+    cache.save_stat_cache();
+    write_record(
+        &layout.slot_file(&prepared.slot),
+        &SlotRecord { name: spec.name.clone(), key: prepared.key, variant, headers: records, manifest },
+    )?;
+    prune_variants(layout, &key_dir, cache.options.max_variants)?;
+    let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
+    log_event(layout, "build", &spec.name, compiled.compile_ms);
+
+    let variant_dir = crate::layout::variant_dir_name(&variant);
+    let opened = entry::open_entry(&target, &prepared.key, &variant_dir).and_then(|open| open.load(spec.kind));
+    let outcome = match reasons {
+        Some(reasons) => Outcome::Rebuilt { reasons },
+        None => Outcome::Built,
+    };
+    match opened {
+        Ok((_, artifact)) => Ok(Built { artifact, outcome, warning: None }),
+        // The winner's entry (or ours) is not visible yet, as on NFS with a negative lookup
+        // cache: hand out a private copy of what we compiled, which is byte-identical.
+        Err(Unusable::Absent) if matches!(published, Published::AlreadyExisted | Published::Published) => {
+            let artifact = private_copy(spec, compiled.artifact_bytes)?;
+            Ok(Built { artifact, outcome, warning: Some(format!("entry {} not visible yet; using a private copy", target.display())) })
+        }
+        Err(Unusable::Absent) => Err(Error::io("open published entry", &target, std::io::ErrorKind::NotFound.into())),
+        Err(Unusable::Corrupt(why)) => Err(Error::io("open published entry", &target, std::io::Error::other(why))),
+    }
+}
+
+/// Compiles `spec` into `output`, using `scratch` for the source text and the dependency file.
+fn compile(spec: &KernelSpec, toolchain: &Toolchain, scratch: &Path, output: &Path) -> Result<Compiled> {
+    let source = match &spec.source {
+        Source::File(path) => crate::headers::normalize(path),
+        Source::Text { file_name, text } => {
+            let path = scratch.join(file_name);
+            std::fs::write(&path, text).map_err(|e| Error::io("write kernel source", &path, e))?;
+            path
+        }
+    };
+    let mut job = nvcc::CompileJob::new(&source, output, spec.kind);
+    if spec.kind == nvcc::OutputKind::Fatbin {
+        for arch in &spec.arches {
+            let compute = arch.replace("sm_", "compute_");
+            job = job.gencode(&compute, arch);
+        }
+    } else if let Some(arch) = spec.arches.first() {
+        job = job.arch(arch);
+    }
+    for dir in &spec.include_dirs {
+        job = job.include_dir(crate::headers::normalize(dir));
+    }
+    for (name, value) in &spec.defines {
+        job = job.define(name, value.as_deref());
+    }
+    for flag in &spec.flags {
+        job = job.flag(flag.clone());
+    }
+    if let Some(timeout) = spec.timeout {
+        job = job.timeout(timeout);
+    }
+    let start = Instant::now();
+    let result = toolchain.nvcc.compile(&job);
+    let compile_ms = start.elapsed().as_millis() as u64;
+    let out = match result {
+        Ok(out) => out,
+        Err(nvcc::Error::Failed(failure)) => {
+            return Err(Error::Compile(Arc::new(CompileFailed {
+                name: spec.name.clone(),
+                command: failure.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+                exit_code: failure.status.and_then(|s| s.code()),
+                diagnostics: failure.diagnostics.clone(),
+                stderr_tail: failure.stderr_tail.clone(),
+                from_record: false,
+            })))
+        }
+        Err(e) => return Err(Error::Compiler(e.to_string())),
+    };
+    let artifact_bytes = std::fs::read(output).map_err(|e| Error::io("read compiled artifact", output, e))?;
+    if artifact_bytes.is_empty() {
+        return Err(Error::Compiler(format!("nvcc reported success but {} is empty", output.display())));
+    }
+    Ok(Compiled { artifact_bytes, headers: out.headers, compile_ms })
+}
+
+/// Compiles in a private temporary directory, outside the cache: the fallback when the cache is
+/// full, read-only or failing. The artifact lives as long as the returned value.
+pub(crate) fn build_uncached(spec: &KernelSpec, toolchain: &Toolchain, warning: String) -> Result<Built> {
+    let dir = tempfile::Builder::new()
+        .prefix("jit-cache-uncached-")
+        .tempdir()
+        .map_err(|e| Error::io("create private build directory", std::env::temp_dir(), e))?;
+    let output = dir.path().join(entry::artifact_file_name(spec.kind));
+    let compiled = compile(spec, toolchain, dir.path(), &output)?;
+    let artifact = Artifact::private(compiled.artifact_bytes, output, spec.kind, dir);
+    Ok(Built { artifact, outcome: Outcome::Built, warning: Some(warning) })
+}
+
+fn private_copy(spec: &KernelSpec, bytes: Vec<u8>) -> Result<Artifact> {
+    let dir = tempfile::Builder::new()
+        .prefix("jit-cache-private-")
+        .tempdir()
+        .map_err(|e| Error::io("create private directory", std::env::temp_dir(), e))?;
+    let path = dir.path().join(entry::artifact_file_name(spec.kind));
+    std::fs::write(&path, &bytes).map_err(|e| Error::io("write private artifact", &path, e))?;
+    Ok(Artifact::private(bytes, path, spec.kind, dir))
+}
+
+fn record_failure(cache: &Cache, layout: &Layout, prepared: &Prepared, failure: &CompileFailed) {
+    // A failure is recorded only with a snapshot of its inputs; without one it would outlive the
+    // fix. Recording is best effort: the caller gets the diagnostics either way.
+    if let Some(inputs) = cache.inputs_snapshot(prepared) {
+        let record = FailureRecord { key: prepared.key, inputs, failure: failure.clone() };
+        let _ = write_record(&layout.failure_file(&prepared.key), &record);
+    }
+}
+
+/// Moves an entry (or anything planted at an entry's path) into `trash/` with one rename, so a
+/// reader holding it open keeps working. Never follows a symlink: a planted link is renamed, not
+/// its target.
+pub(crate) fn move_to_trash(layout: &Layout, path: &Path) -> Result<()> {
+    let trash = layout.dir("trash").join(durable_fs::temp_name("trash"));
+    match durable_fs::atomic_rename(path, &trash) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Keeps at most `max` variants under a key, moving the oldest-built aside.
+fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Result<()> {
+    let variants = entry::list_variants(key_dir);
+    if variants.len() <= max {
+        return Ok(());
+    }
+    let mut aged: Vec<(u64, PathBuf)> = variants
+        .iter()
+        .map(|v| {
+            let dir = key_dir.join(v);
+            let created = entry::read_meta(&dir).map(|m| m.created_unix_ms).unwrap_or(0);
+            (created, dir)
+        })
+        .collect();
+    aged.sort();
+    for (_, dir) in aged.iter().take(variants.len() - max) {
+        evict_unpinned(layout, dir)?;
+    }
+    Ok(())
+}
+
+/// Moves an entry aside unless a reader pins it (holds a shared `flock` on its directory, as every
+/// live [`Artifact`] does): an artifact's path stays valid as long as the artifact lives.
+/// Returns whether it was moved. The caller holds the key's lock, so no builder races it.
+pub(crate) fn evict_unpinned(layout: &Layout, dir: &Path) -> Result<bool> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(false),
+        // Not a directory, or a planted symlink: nobody can pin it; move the name aside.
+        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) => {
+            move_to_trash(layout, dir)?;
+            return Ok(true);
+        }
+        Err(e) => return Err(Error::io("open entry for eviction", dir, e.into())),
+    };
+    if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
+        return Ok(false);
+    }
+    failpoint("evicting");
+    // Readers that opened the directory before this rename and lock it after will see that the
+    // path no longer names it, and treat it as a miss.
+    move_to_trash(layout, dir)?;
+    Ok(true)
+}
+
+/// Appends one line to the event log (builds only; hits are never written).
+fn log_event(layout: &Layout, what: &str, name: &str, ms: u64) {
+    use std::io::Write;
+    let path = layout.dir("state").join("events.log");
+    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+        let _ = writeln!(file, "{} {what} {name} {ms}", now_ms());
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

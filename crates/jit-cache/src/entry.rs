@@ -1,0 +1,235 @@
+//! A published entry: its `meta.json`, how a reader opens it, and the artifact handed out.
+//!
+//! Readers open the entry directory once (`O_DIRECTORY | O_NOFOLLOW`), take a shared `flock` on
+//! it (the pin that eviction respects), check that the path still names that directory, and read
+//! `meta.json` and the artifact relative to the descriptor. A concurrent replacement can never
+//! mix two entries, and nothing is reached through a symlink.
+
+use crate::error::{Error, Result};
+use crate::headers::HeaderRecord;
+use crate::layout::variant_dir_name;
+use fingerprint::{Digest, Manifest};
+use rustix::fd::OwnedFd;
+use rustix::fs::{FlockOperation, Mode, OFlags};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The name of an entry's metadata file, written last.
+pub(crate) const META_FILE: &str = "meta.json";
+
+/// An entry's metadata. Its presence, whole and matching, is what makes an entry valid.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub(crate) format: u32,
+    pub(crate) name: String,
+    pub(crate) key: Digest,
+    pub(crate) variant: Digest,
+    pub(crate) slot: Digest,
+    pub(crate) kind: String,
+    pub(crate) artifact_file: String,
+    pub(crate) artifact_size: u64,
+    pub(crate) artifact_digest: Digest,
+    pub(crate) headers: Vec<HeaderRecord>,
+    /// The key's components plus one per header: what `explain` and rebuild reasons diff.
+    pub(crate) manifest: Manifest,
+    pub(crate) created_unix_ms: u64,
+    pub(crate) compile_ms: u64,
+    pub(crate) host: String,
+}
+
+/// The artifact's file name inside an entry.
+pub(crate) fn artifact_file_name(kind: nvcc::OutputKind) -> String {
+    format!("artifact.{}", kind.extension())
+}
+
+/// The variant's digest: the headers the compile read, by place and content.
+pub(crate) fn variant_of(headers: &[HeaderRecord]) -> Digest {
+    let mut sorted: Vec<&HeaderRecord> = headers.iter().collect();
+    sorted.sort_by(|a, b| (a.base, &a.rel).cmp(&(b.base, &b.rel)));
+    let json = serde_json::to_vec(&sorted).unwrap_or_default();
+    let mut text = b"jit-cache variant\0".to_vec();
+    text.extend_from_slice(&json);
+    Digest::of_bytes(&text)
+}
+
+/// A compiled kernel, pinned in the cache while any clone of it lives.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    inner: Arc<ArtifactInner>,
+}
+
+#[derive(Debug)]
+struct ArtifactInner {
+    bytes: Vec<u8>,
+    path: PathBuf,
+    kind: nvcc::OutputKind,
+    _pin: Pin,
+}
+
+/// What keeps an artifact's path valid.
+#[derive(Debug)]
+enum Pin {
+    /// The entry directory, open with a shared `flock`: eviction skips it.
+    Entry(#[allow(dead_code)] OwnedFd),
+    /// A private directory for an uncached build, removed when the artifact is dropped.
+    Private(#[allow(dead_code)] tempfile::TempDir),
+}
+
+impl Artifact {
+    /// The artifact's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.inner.bytes
+    }
+
+    /// A path to the artifact that stays valid while this value (or a clone) is alive, for APIs
+    /// such as `cuModuleLoad` that want a file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The output kind.
+    pub fn kind(&self) -> nvcc::OutputKind {
+        self.inner.kind
+    }
+
+    pub(crate) fn private(bytes: Vec<u8>, path: PathBuf, kind: nvcc::OutputKind, dir: tempfile::TempDir) -> Artifact {
+        Artifact { inner: Arc::new(ArtifactInner { bytes, path, kind, _pin: Pin::Private(dir) }) }
+    }
+}
+
+/// Why an existing entry cannot be used.
+#[derive(Debug)]
+pub(crate) enum Unusable {
+    /// Nothing there (or it vanished, or it was replaced while opening): a plain miss.
+    Absent,
+    /// Something is there but wrong: it must be moved aside and rebuilt, with this reason.
+    Corrupt(String),
+}
+
+/// An entry directory, open and pinned with a shared `flock`, whose `meta.json` was read.
+#[derive(Debug)]
+pub(crate) struct OpenEntry {
+    pub(crate) meta: Meta,
+    dir: PathBuf,
+    fd: OwnedFd,
+}
+
+/// Opens the entry at `dir`, pins it, and reads and checks its `meta.json` against the key and
+/// variant the caller expects. The artifact is read later, once the headers are revalidated.
+pub(crate) fn open_entry(dir: &Path, key: &Digest, variant_dir: &str) -> std::result::Result<OpenEntry, Unusable> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::STALE) => return Err(Unusable::Absent),
+        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) => {
+            return Err(Unusable::Corrupt(format!("{} is not a directory (a symlink or file was planted)", dir.display())))
+        }
+        Err(e) => return Err(Unusable::Corrupt(format!("open {}: {e}", dir.display()))),
+    };
+    if rustix::fs::flock(&fd, FlockOperation::LockShared).is_err() {
+        return Err(Unusable::Absent);
+    }
+    // Eviction renames an entry aside under an exclusive lock; if that happened between our open
+    // and our lock, the path now names something else (or nothing): treat it as a miss.
+    let still_there = match (rustix::fs::fstat(&fd), std::fs::symlink_metadata(dir)) {
+        (Ok(held), Ok(now)) => held.st_ino == now.ino() && held.st_dev == now.dev(),
+        _ => false,
+    };
+    if !still_there {
+        return Err(Unusable::Absent);
+    }
+    let meta_bytes = match read_at(&fd, META_FILE) {
+        Ok(bytes) => bytes,
+        // A directory without meta.json is a half-deleted or foreign entry (publication puts
+        // meta.json in before the one rename that makes an entry visible).
+        Err(e) => return Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
+    };
+    let meta: Meta = serde_json::from_slice(&meta_bytes)
+        .map_err(|e| Unusable::Corrupt(format!("{META_FILE} is corrupt or foreign: {e}")))?;
+    if meta.format != crate::key::CACHE_FORMAT || meta.key != *key || variant_dir_name(&meta.variant) != variant_dir {
+        return Err(Unusable::Corrupt(format!("{META_FILE} describes another entry")));
+    }
+    Ok(OpenEntry { meta, dir: dir.to_path_buf(), fd })
+}
+
+impl OpenEntry {
+    /// Reads the artifact and checks its size and digest against `meta.json`.
+    pub(crate) fn load(self, kind: nvcc::OutputKind) -> std::result::Result<(Meta, Artifact), Unusable> {
+        let expected_file = artifact_file_name(kind);
+        if self.meta.artifact_file != expected_file {
+            return Err(Unusable::Corrupt(format!("{META_FILE} names artifact `{}`", self.meta.artifact_file)));
+        }
+        let bytes =
+            read_at(&self.fd, &expected_file).map_err(|e| Unusable::Corrupt(format!("artifact unreadable: {e}")))?;
+        if bytes.len() as u64 != self.meta.artifact_size {
+            return Err(Unusable::Corrupt(format!(
+                "artifact is {} bytes, {META_FILE} says {}",
+                bytes.len(),
+                self.meta.artifact_size
+            )));
+        }
+        if Digest::of_bytes(&bytes) != self.meta.artifact_digest {
+            return Err(Unusable::Corrupt("artifact content does not match its digest".into()));
+        }
+        touch_last_use(&self.fd, &expected_file);
+        let path = self.dir.join(&expected_file);
+        let artifact = Artifact { inner: Arc::new(ArtifactInner { bytes, path, kind, _pin: Pin::Entry(self.fd) }) };
+        Ok((self.meta, artifact))
+    }
+}
+
+/// How often an entry's last-use stamp is refreshed at most: a hit writes nothing more often.
+pub(crate) const LAST_USE_INTERVAL_SECS: i64 = 3600;
+
+/// Refreshes the artifact's access time (the last-use stamp eviction orders by) when it is older
+/// than [`LAST_USE_INTERVAL_SECS`]. Best effort: a read-only cache still serves hits.
+fn touch_last_use(dir: &OwnedFd, artifact: &str) {
+    let Ok(stat) = rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else { return };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    if now - (stat.st_atime as i64) < LAST_USE_INTERVAL_SECS {
+        return;
+    }
+    let stamps = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec { tv_sec: now, tv_nsec: 0 },
+        last_modification: rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT },
+    };
+    let _ = rustix::fs::utimensat(dir, artifact, &stamps, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+}
+
+/// Reads a whole file relative to a directory descriptor, never following a symlink.
+fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    let mut file = std::fs::File::from(fd);
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Lists the variant directories under a key directory (names only; nothing is followed).
+pub(crate) fn list_variants(key_dir: &Path) -> Vec<String> {
+    let Ok(read) = std::fs::read_dir(key_dir) else { return Vec::new() };
+    let mut names: Vec<String> = read
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Reads an entry's meta without pinning it (maintenance: gc, verify, ls).
+pub(crate) fn read_meta(dir: &Path) -> Result<Meta> {
+    let path = dir.join(META_FILE);
+    let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Error::io("open meta.json", &path, e.into()))?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut bytes).map_err(|e| Error::io("read meta.json", &path, e))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Error::io("parse meta.json", &path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}

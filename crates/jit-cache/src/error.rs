@@ -1,0 +1,127 @@
+//! The cache's error type: every variant names what was being done and to which path or kernel.
+
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// An error from the cache.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The kernel spec is unusable (a hostile name, an empty arch list, a NUL in a flag, ...).
+    #[error("invalid kernel spec `{name}`: {reason}")]
+    InvalidSpec {
+        /// The spec's name as given.
+        name: String,
+        /// The rule it breaks.
+        reason: String,
+    },
+    /// The cache root is not safe to use (owned by another user, writable by others, a symlink).
+    #[error("refusing cache root {path}: {reason}")]
+    UnsafeRoot {
+        /// The root.
+        path: PathBuf,
+        /// Why it is refused and what to do.
+        reason: String,
+    },
+    /// An I/O operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The operation, such as "read meta.json".
+        op: &'static str,
+        /// The path it was applied to.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A durable filesystem operation failed.
+    #[error(transparent)]
+    Fs(#[from] durable_fs::Error),
+    /// Fingerprinting an input failed (an unreadable source, a FIFO among the headers, ...).
+    #[error(transparent)]
+    Fingerprint(#[from] fingerprint::Error),
+    /// The compiler could not be found or run.
+    #[error("compiler: {0}")]
+    Compiler(String),
+    /// The kernel failed to compile; the diagnostics are the compiler's.
+    #[error("{0}")]
+    Compile(Arc<CompileFailed>),
+    /// Loading an artifact on a GPU failed (feature `cuda`).
+    #[error("load `{name}` on the GPU: {reason}")]
+    Gpu {
+        /// The kernel or function.
+        name: String,
+        /// The driver's message, or why no driver could be used.
+        reason: String,
+    },
+    /// The same error, received by a thread that waited for another thread's build.
+    #[error("{0}")]
+    Shared(Arc<Error>),
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    /// The compile failure behind this error, if it is one.
+    pub fn compile_failure(&self) -> Option<&CompileFailed> {
+        match self {
+            Error::Compile(failure) => Some(failure),
+            Error::Shared(inner) => inner.compile_failure(),
+            _ => None,
+        }
+    }
+
+    /// Whether the error comes from the cache's storage (full, read-only or failing filesystem,
+    /// unsafe root) rather than from the kernel or the compiler. Such errors never fail a build:
+    /// the kernel is compiled uncached instead.
+    pub(crate) fn is_storage(&self) -> bool {
+        match self {
+            Error::Io { .. } | Error::Fs(_) | Error::UnsafeRoot { .. } => true,
+            Error::Shared(inner) => inner.is_storage(),
+            _ => false,
+        }
+    }
+}
+
+/// A failed compile, as reported to every caller that asked for the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompileFailed {
+    /// The kernel's name.
+    pub name: String,
+    /// The compiler's command line.
+    pub command: Vec<String>,
+    /// The exit code, if the compiler exited (None when killed, for example at a timeout).
+    pub exit_code: Option<i32>,
+    /// The parsed diagnostics.
+    pub diagnostics: Vec<nvcc::Diagnostic>,
+    /// The end of the compiler's standard error.
+    pub stderr_tail: String,
+    /// True when this failure was answered from the cache's failure record, not a fresh compile.
+    #[serde(default)]
+    pub from_record: bool,
+}
+
+impl std::fmt::Display for CompileFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let code = self.exit_code.map_or("killed".to_string(), |c| format!("exit code {c}"));
+        let recorded = if self.from_record { ", recorded earlier; retry to recompile" } else { "" };
+        writeln!(f, "compile of `{}` failed ({code}{recorded})", self.name)?;
+        for d in &self.diagnostics {
+            let file = d.file.as_ref().map_or(String::new(), |p| p.display().to_string());
+            let line = d.line.map_or(String::new(), |l| format!("({l})"));
+            writeln!(f, "  {file}{line}: {:?}: {}", d.severity, d.message)?;
+        }
+        if self.diagnostics.is_empty() {
+            write!(f, "{}", self.stderr_tail)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CompileFailed {}
+
+/// The cache's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

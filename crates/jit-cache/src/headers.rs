@@ -1,0 +1,238 @@
+//! The headers a compile read, recorded so that a hit can be revalidated and a change explained.
+//!
+//! Each header from the dependency file is recorded relative to the search-path entry that
+//! resolved it, never as an absolute path under the caller's tree, so a relocated checkout still
+//! hits. The search path is the source's directory (for quoted includes) followed by the `-I`
+//! directories in order. Together with a header we record the earlier search-path entries where
+//! the same relative name was absent: a header added there later would shadow the recorded one,
+//! and a hit checks that it is still absent.
+//!
+//! Headers outside the search path belong to the toolkit (under nvcc's root) or the system (such
+//! as `/usr/include`). They are recorded too, by content, but revalidated once per process: they
+//! change with an installation, not between two kernel launches.
+
+use crate::error::Result;
+use fingerprint::{Digest, StatCache};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::path::{Component, Path, PathBuf};
+
+/// Where a recorded header was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Base {
+    /// The source file's directory.
+    SourceDir,
+    /// The `-I` directory at this index.
+    Include(u32),
+    /// The compiler toolkit's root (the directory above nvcc's `bin`).
+    Toolkit,
+    /// Anywhere else; `rel` is then an absolute path.
+    System,
+}
+
+/// One header a compile read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HeaderRecord {
+    pub(crate) base: Base,
+    pub(crate) rel: String,
+    pub(crate) digest: Digest,
+    /// Earlier search-path entries where `rel` did not exist when the entry was built.
+    #[serde(default)]
+    pub(crate) absent_in: Vec<Base>,
+}
+
+impl HeaderRecord {
+    /// The component name used in manifests and rebuild reasons.
+    pub(crate) fn component_name(&self) -> String {
+        match self.base {
+            Base::SourceDir | Base::Include(_) => format!("header:{}", self.rel),
+            Base::Toolkit => format!("header:<toolkit>/{}", self.rel),
+            Base::System => format!("header:{}", self.rel),
+        }
+    }
+
+    /// Whether the record is checked on every hit (project headers) or once per process.
+    pub(crate) fn is_project_header(&self) -> bool {
+        matches!(self.base, Base::SourceDir | Base::Include(_))
+    }
+}
+
+/// The search path of one spec, with absolute, lexically normalised directories.
+#[derive(Debug, Clone)]
+pub(crate) struct SearchPath {
+    pub(crate) source_dir: Option<PathBuf>,
+    pub(crate) include_dirs: Vec<PathBuf>,
+    pub(crate) toolkit_root: PathBuf,
+}
+
+impl SearchPath {
+    pub(crate) fn dir_of(&self, base: Base) -> Option<&Path> {
+        match base {
+            Base::SourceDir => self.source_dir.as_deref(),
+            Base::Include(i) => self.include_dirs.get(i as usize).map(PathBuf::as_path),
+            Base::Toolkit => Some(&self.toolkit_root),
+            Base::System => Some(Path::new("/")),
+        }
+    }
+
+    /// The search-path entries in the order the preprocessor tries them.
+    fn project_bases(&self) -> Vec<Base> {
+        let mut bases = Vec::new();
+        if self.source_dir.is_some() {
+            bases.push(Base::SourceDir);
+        }
+        bases.extend((0..self.include_dirs.len()).map(|i| Base::Include(i as u32)));
+        bases
+    }
+
+    /// Records one header from the dependency file. The most specific search-path entry that
+    /// contains it is taken as the one that resolved it; every earlier entry is checked for the
+    /// same relative name now, and recorded as an absence.
+    pub(crate) fn classify(&self, header: &Path, stat: &mut StatCache) -> Result<HeaderRecord> {
+        let header = normalize(header);
+        let digest = stat.hash_file(&header)?;
+        let bases = self.project_bases();
+        let best = bases
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, &base)| {
+                let dir = self.dir_of(base)?;
+                let rel = header.strip_prefix(dir).ok()?;
+                Some((pos, base, rel.to_path_buf()))
+            })
+            .min_by_key(|(_, _, rel)| rel.components().count());
+        if let Some((pos, base, rel)) = best {
+            let absent_in = bases[..pos]
+                .iter()
+                .copied()
+                .filter(|b| self.dir_of(*b).is_some_and(|d| std::fs::symlink_metadata(d.join(&rel)).is_err()))
+                .collect();
+            return Ok(HeaderRecord { base, rel: rel.to_string_lossy().into_owned(), digest, absent_in });
+        }
+        if let Ok(rel) = header.strip_prefix(&self.toolkit_root) {
+            return Ok(HeaderRecord { base: Base::Toolkit, rel: rel.to_string_lossy().into_owned(), digest, absent_in: vec![] });
+        }
+        Ok(HeaderRecord { base: Base::System, rel: header.to_string_lossy().into_owned(), digest, absent_in: vec![] })
+    }
+}
+
+/// Why a recorded variant no longer matches the files on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mismatch {
+    /// The header's content differs (or it is gone): the reason names it.
+    Changed { record: HeaderRecord, now: Option<Digest> },
+    /// A header now exists earlier in the search path and would shadow the recorded one.
+    Shadowed { record: HeaderRecord, by: PathBuf },
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::Changed { record, now: Some(now) } => write!(
+                f,
+                "header `{}` changed (blake3 {} -> {})",
+                record.component_name().trim_start_matches("header:"),
+                record.digest.short(),
+                now.short()
+            ),
+            Mismatch::Changed { record, now: None } => {
+                write!(f, "header `{}` vanished", record.component_name().trim_start_matches("header:"))
+            }
+            Mismatch::Shadowed { record, by } => write!(
+                f,
+                "header `{}` is now shadowed by {}",
+                record.component_name().trim_start_matches("header:"),
+                by.display()
+            ),
+        }
+    }
+}
+
+/// Checks recorded headers against the files now on disk. Toolkit and system headers are
+/// checked once per process: `confirmed` remembers the ones already seen unchanged.
+pub(crate) fn revalidate(
+    records: &[HeaderRecord],
+    search: &SearchPath,
+    stat: &mut StatCache,
+    confirmed: &mut HashSet<(PathBuf, Digest)>,
+) -> std::result::Result<(), Mismatch> {
+    for record in records {
+        let Some(dir) = search.dir_of(record.base) else {
+            return Err(Mismatch::Changed { record: record.clone(), now: None });
+        };
+        let path = dir.join(&record.rel);
+        let memo_key = (path.clone(), record.digest);
+        if !record.is_project_header() && confirmed.contains(&memo_key) {
+            continue;
+        }
+        match stat.hash_file(&path) {
+            Ok(now) if now == record.digest => {}
+            Ok(now) => return Err(Mismatch::Changed { record: record.clone(), now: Some(now) }),
+            Err(_) => return Err(Mismatch::Changed { record: record.clone(), now: None }),
+        }
+        for absent in &record.absent_in {
+            if let Some(dir) = search.dir_of(*absent) {
+                let shadow = dir.join(&record.rel);
+                if std::fs::symlink_metadata(&shadow).is_ok() {
+                    return Err(Mismatch::Shadowed { record: record.clone(), by: shadow });
+                }
+            }
+        }
+        if !record.is_project_header() {
+            confirmed.insert(memo_key);
+        }
+    }
+    Ok(())
+}
+
+/// Makes a path absolute (against the current directory) and removes `.` and `..` lexically, so
+/// that `bin/../include/x.h` from a depfile compares equal to `include/x.h`.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map(|cwd| cwd.join(path)).unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut out = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_removes_dot_dot_lexically() {
+        assert_eq!(normalize(Path::new("/a/bin/../include/./x.h")), PathBuf::from("/a/include/x.h"));
+    }
+
+    #[test]
+    fn a_header_is_recorded_against_the_most_specific_search_entry_with_absences() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let src = dir.path().join("src");
+        let inc = src.join("include");
+        std::fs::create_dir_all(&inc).expect("mkdir");
+        std::fs::write(inc.join("tile.cuh"), "x").expect("write header");
+        let search = SearchPath { source_dir: Some(src.clone()), include_dirs: vec![inc.clone()], toolkit_root: dir.path().join("tk") };
+        let mut stat = StatCache::default();
+        let record = search.classify(&inc.join("tile.cuh"), &mut stat).expect("classify");
+        assert_eq!(record.base, Base::Include(0));
+        assert_eq!(record.rel, "tile.cuh");
+        assert_eq!(record.absent_in, vec![Base::SourceDir], "src/tile.cuh was absent and would shadow it");
+        let mut confirmed = HashSet::new();
+        assert!(revalidate(std::slice::from_ref(&record), &search, &mut stat, &mut confirmed).is_ok());
+        std::fs::write(src.join("tile.cuh"), "shadow").expect("plant a shadowing header");
+        let mismatch = revalidate(&[record], &search, &mut stat, &mut confirmed).expect_err("shadowed");
+        assert!(mismatch.to_string().contains("shadowed"), "{mismatch}");
+    }
+}

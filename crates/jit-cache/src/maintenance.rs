@@ -1,0 +1,299 @@
+//! Looking after a cache: listing, statistics, eviction (`gc`), verification and sweeping.
+//!
+//! Eviction and verification move entries aside into `trash/` with one rename, under the key's
+//! lock (so no builder loses its entry mid-build) and only when no reader pins them, so a reader
+//! that holds an entry keeps working. Trash and abandoned staging directories are removed by the
+//! sweep, which only removes what no live process holds.
+
+use crate::build::{evict_unpinned, move_to_trash};
+use crate::cache::Cache;
+use crate::entry::{self, Meta};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use durable_fs::{LockMode, Wait};
+use fingerprint::Digest;
+use serde::Serialize;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One published entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryInfo {
+    /// The kernel's name.
+    pub name: String,
+    /// The output kind.
+    pub kind: String,
+    /// The key (hex).
+    pub key: String,
+    /// The entry's directory.
+    pub path: PathBuf,
+    /// The artifact's size in bytes.
+    pub bytes: u64,
+    /// When it was built (ms since the epoch).
+    pub created_unix_ms: u64,
+    /// Its last-use stamp (the artifact's access time, refreshed at most hourly; s since the epoch).
+    pub last_use_unix: i64,
+}
+
+/// Totals for `jit-cache stats`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Published entries.
+    pub entries: usize,
+    /// Their artifacts' bytes.
+    pub bytes: u64,
+    /// Builds recorded in the event log (hits are not recorded: a hit writes nothing).
+    pub builds_recorded: usize,
+    /// Keys with a recorded compile failure.
+    pub failures: usize,
+    /// Staging directories present (live builds, or leftovers the sweep will remove).
+    pub staging: usize,
+    /// Items in the trash.
+    pub trash: usize,
+}
+
+/// What to evict.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GcPolicy {
+    /// Evict least recently used entries until the total is at most this many bytes.
+    pub max_bytes: Option<u64>,
+    /// Evict entries not used for longer than this.
+    pub max_age: Option<Duration>,
+}
+
+/// What `gc` or `clear` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GcReport {
+    /// Entries moved aside.
+    pub evicted: usize,
+    /// Bytes freed.
+    pub bytes_freed: u64,
+    /// Entries skipped because a reader pinned them or a build held their key.
+    pub skipped_busy: usize,
+    /// Leftovers removed by the sweep (staging, trash, temps).
+    pub swept: usize,
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyReport {
+    /// Entries checked.
+    pub checked: usize,
+    /// Entries found corrupt and moved aside, with the reason.
+    pub corrupt: Vec<(PathBuf, String)>,
+}
+
+impl Cache {
+    fn usable_layout(&self) -> Result<&Layout> {
+        self.layout.as_ref().map_err(|why| Error::UnsafeRoot { path: self.root.clone(), reason: why.clone() })
+    }
+
+    /// Lists the published entries.
+    pub fn entries(&self) -> Result<Vec<EntryInfo>> {
+        let layout = self.usable_layout()?;
+        Ok(walk_entries(layout).into_iter().filter_map(|(dir, meta)| info(&dir, meta.ok()?)).collect())
+    }
+
+    /// Counts entries, bytes, failures, staging and trash.
+    pub fn stats(&self) -> Result<Stats> {
+        let layout = self.usable_layout()?;
+        let entries = self.entries()?;
+        let count = |sub: &str| std::fs::read_dir(layout.dir(sub)).map(|r| r.flatten().count()).unwrap_or(0);
+        let builds_recorded = std::fs::read_to_string(layout.dir("state").join("events.log"))
+            .map(|s| s.lines().filter(|l| l.contains(" build ")).count())
+            .unwrap_or(0);
+        Ok(Stats {
+            entries: entries.len(),
+            bytes: entries.iter().map(|e| e.bytes).sum(),
+            builds_recorded,
+            failures: count("failures"),
+            staging: count("staging"),
+            trash: count("trash"),
+        })
+    }
+
+    /// Evicts least recently used entries by size and age, skipping pinned entries and keys being
+    /// built, then sweeps leftovers.
+    pub fn gc(&self, policy: GcPolicy) -> Result<GcReport> {
+        let layout = self.usable_layout()?;
+        let mut entries = self.entries()?;
+        entries.sort_by_key(|e| e.last_use_unix);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+        let mut report = GcReport::default();
+        for entry in &entries {
+            let too_old = policy.max_age.is_some_and(|age| now - entry.last_use_unix > age.as_secs() as i64);
+            let too_big = policy.max_bytes.is_some_and(|max| total > max);
+            if !too_old && !too_big {
+                continue;
+            }
+            if self.evict_entry(layout, entry)? {
+                report.evicted += 1;
+                report.bytes_freed += entry.bytes;
+                total = total.saturating_sub(entry.bytes);
+            } else {
+                report.skipped_busy += 1;
+            }
+        }
+        report.swept = self.sweep()?;
+        Ok(report)
+    }
+
+    /// Evicts everything not pinned and not being built, and forgets slots and failures.
+    pub fn clear(&self) -> Result<GcReport> {
+        let layout = self.usable_layout()?;
+        let mut report = GcReport::default();
+        for entry in self.entries()? {
+            if self.evict_entry(layout, &entry)? {
+                report.evicted += 1;
+                report.bytes_freed += entry.bytes;
+            } else {
+                report.skipped_busy += 1;
+            }
+        }
+        for sub in ["slots", "failures"] {
+            if let Ok(read) = std::fs::read_dir(layout.dir(sub)) {
+                for item in read.flatten() {
+                    let _ = std::fs::remove_file(item.path());
+                }
+            }
+        }
+        report.swept = self.sweep()?;
+        Ok(report)
+    }
+
+    fn evict_entry(&self, layout: &Layout, entry: &EntryInfo) -> Result<bool> {
+        let Ok(key) = entry.key.parse::<Digest>() else { return Ok(false) };
+        let lock_path = layout.lock_file(&key);
+        // A key being built is skipped, never waited for: gc must not stall behind a compile.
+        let Some(_guard) = durable_fs::lock(&lock_path, LockMode::Exclusive, Wait::Immediately)? else {
+            return Ok(false);
+        };
+        evict_unpinned(layout, &entry.path)
+    }
+
+    /// Re-hashes every artifact against its `meta.json`; moves corrupt entries aside.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let layout = self.usable_layout()?;
+        let mut report = VerifyReport::default();
+        for (dir, meta) in walk_entries(layout) {
+            report.checked += 1;
+            let problem = match meta {
+                Err(e) => Some(format!("meta.json unusable: {e}")),
+                Ok(meta) => {
+                    let kind = kind_from_name(&meta.kind);
+                    let variant = crate::layout::variant_dir_name(&meta.variant);
+                    let checked = kind.ok_or_else(|| format!("unknown kind `{}`", meta.kind)).and_then(|kind| {
+                        entry::open_entry(&dir, &meta.key, &variant)
+                            .and_then(|open| open.load(kind))
+                            .map(|_| ())
+                            .map_err(|u| match u {
+                                entry::Unusable::Absent => "vanished".to_string(),
+                                entry::Unusable::Corrupt(why) => why,
+                            })
+                    });
+                    checked.err().filter(|why| why != "vanished")
+                }
+            };
+            if let Some(why) = problem {
+                // Corrupt entries are moved aside under their key's lock when the key is known.
+                let key = dir.parent().and_then(|k| k.file_name()).and_then(|k| k.to_str()).and_then(|k| k.parse::<Digest>().ok());
+                let _guard = match key {
+                    Some(key) => durable_fs::lock(layout.lock_file(&key), LockMode::Exclusive, Wait::Forever)?,
+                    None => None,
+                };
+                move_to_trash(layout, &dir)?;
+                report.corrupt.push((dir, why));
+            }
+        }
+        self.sweep()?;
+        Ok(report)
+    }
+
+    /// Removes what dead processes left: abandoned staging directories and temps (only those no
+    /// live process holds, via durable-fs's sweep), and everything in the trash that no reader
+    /// pins. Returns how many items were removed.
+    pub fn sweep(&self) -> Result<usize> {
+        let layout = self.usable_layout()?;
+        let policy = durable_fs::SweepPolicy { max_age: Duration::ZERO };
+        let mut removed = 0;
+        for sub in ["staging", "slots", "failures", "state"] {
+            removed += durable_fs::sweep(layout.dir(sub), &policy)?.removed.len();
+        }
+        for key_dir in key_dirs(layout) {
+            removed += durable_fs::sweep(&key_dir, &policy)?.removed.len();
+        }
+        if let Ok(read) = std::fs::read_dir(layout.dir("trash")) {
+            for item in read.flatten() {
+                if remove_unpinned(&item.path()) {
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Removes a trash item unless a reader still pins it. Never follows symlinks.
+fn remove_unpinned(path: &Path) -> bool {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
+    if !meta.is_dir() {
+        return std::fs::remove_file(path).is_ok();
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(path, flags, Mode::empty()) else { return false };
+    if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
+        return false;
+    }
+    std::fs::remove_dir_all(path).is_ok()
+}
+
+fn key_dirs(layout: &Layout) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let Ok(shards) = std::fs::read_dir(layout.dir("entries")) else { return dirs };
+    for shard in shards.flatten() {
+        if !shard.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if let Ok(keys) = std::fs::read_dir(shard.path()) {
+            dirs.extend(keys.flatten().filter(|k| k.file_type().is_ok_and(|t| t.is_dir())).map(|k| k.path()));
+        }
+    }
+    dirs
+}
+
+/// Every variant directory under `entries/`, with its meta (or why it is unreadable). Nothing is
+/// followed: a symlink planted among the entries is listed (and reported) but never entered.
+fn walk_entries(layout: &Layout) -> Vec<(PathBuf, Result<Meta>)> {
+    let mut out = Vec::new();
+    for key_dir in key_dirs(layout) {
+        for variant in entry::list_variants(&key_dir) {
+            let dir = key_dir.join(variant);
+            let meta = entry::read_meta(&dir);
+            out.push((dir, meta));
+        }
+    }
+    out
+}
+
+fn info(dir: &Path, meta: Meta) -> Option<EntryInfo> {
+    let artifact = dir.join(&meta.artifact_file);
+    let stat = std::fs::symlink_metadata(&artifact).ok()?;
+    Some(EntryInfo {
+        name: meta.name,
+        kind: meta.kind,
+        key: meta.key.to_hex(),
+        path: dir.to_path_buf(),
+        bytes: stat.len(),
+        created_unix_ms: meta.created_unix_ms,
+        last_use_unix: stat.atime(),
+    })
+}
+
+/// Parses an output kind's stored name.
+pub(crate) fn kind_from_name(name: &str) -> Option<nvcc::OutputKind> {
+    use nvcc::OutputKind::*;
+    [Cubin, Ptx, Fatbin, Object, SharedLibrary].into_iter().find(|k| crate::key::kind_name(*k) == name)
+}

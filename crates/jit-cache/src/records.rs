@@ -1,0 +1,45 @@
+//! Small JSON records beside the entries: each slot's most recent manifest (to explain a
+//! rebuild) and each key's last compile failure (so a broken kernel is compiled once, not once per
+//! caller). Both are written with `durable_fs::put`: whole or absent, never torn.
+
+use crate::error::{CompileFailed, Result};
+use crate::headers::HeaderRecord;
+use fingerprint::{Digest, Manifest};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// What a slot remembers of its most recent variant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SlotRecord {
+    pub(crate) name: String,
+    pub(crate) key: Digest,
+    pub(crate) variant: Digest,
+    pub(crate) headers: Vec<HeaderRecord>,
+    pub(crate) manifest: Manifest,
+}
+
+/// A key's last compile failure and the snapshot of the inputs it failed with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FailureRecord {
+    pub(crate) key: Digest,
+    /// A digest of the source's directory and include trees when the compile failed: a change
+    /// anywhere in them (a fixed header, a new file) retires the record.
+    pub(crate) inputs: Digest,
+    pub(crate) failure: CompileFailed,
+}
+
+/// Reads a JSON record; a missing, unreadable or corrupt one reads as absent, since each record
+/// only saves work or explains it.
+pub(crate) fn read_record<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Writes a JSON record durably and atomically.
+pub(crate) fn write_record<T: Serialize>(path: &Path, record: &T) -> Result<()> {
+    let json = serde_json::to_vec_pretty(record).map_err(|e| {
+        crate::error::Error::io("serialise record", path, std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    })?;
+    durable_fs::put(path, &json)?;
+    Ok(())
+}

@@ -1,0 +1,241 @@
+//! What a caller asks for: a kernel spec, and its validation.
+
+use crate::error::{Error, Result};
+use nvcc::OutputKind;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The longest kernel name accepted, in bytes.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// Where a kernel's source comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file; quoted includes resolve relative to its directory, as nvcc does.
+    File(PathBuf),
+    /// Source text, compiled from a private copy named `file_name` (quoted includes then resolve
+    /// only through the include directories).
+    Text {
+        /// The file name the text is compiled as (for diagnostics), such as `kernel.cu`.
+        file_name: String,
+        /// The CUDA source.
+        text: String,
+    },
+}
+
+/// An input the caller adds to the key: anything that changes the artifact but that the cache
+/// cannot see in the source, flags or toolchain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extra {
+    /// A named value, such as a library version (`extra:mylib` = `1.4.2`).
+    Value {
+        /// Component name.
+        name: String,
+        /// Its value.
+        value: String,
+    },
+    /// An environment variable, by name; unset and empty differ.
+    Env(String),
+    /// A file's content.
+    File {
+        /// Component name.
+        name: String,
+        /// The file.
+        path: PathBuf,
+    },
+    /// An installed Python distribution, by its `RECORD` (or its source tree when editable).
+    Wheel {
+        /// The `site-packages` directory.
+        site_packages: PathBuf,
+        /// The distribution's name.
+        distribution: String,
+    },
+}
+
+/// A kernel to compile and cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSpec {
+    /// The stable name: with the kind and arch list it names the cache's slot for this kernel.
+    pub name: String,
+    /// The source.
+    pub source: Source,
+    /// What to produce.
+    pub kind: OutputKind,
+    /// Target architectures such as `sm_90` (one `-arch`, or one `-gencode` each for fatbins).
+    pub arches: Vec<String>,
+    /// `-I` directories, in search order.
+    pub include_dirs: Vec<PathBuf>,
+    /// `-D` definitions.
+    pub defines: Vec<(String, Option<String>)>,
+    /// Further compiler flags, passed as given (argv, never a shell).
+    pub flags: Vec<String>,
+    /// The caller's own key components.
+    pub extras: Vec<Extra>,
+    /// A compile timeout (the compiler's process group is killed when it expires).
+    pub timeout: Option<Duration>,
+}
+
+impl KernelSpec {
+    /// A spec for a source file, named after the file's stem, producing a cubin for `sm_90`.
+    pub fn from_file(path: impl Into<PathBuf>) -> KernelSpec {
+        let path = path.into();
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        KernelSpec::new(name, Source::File(path))
+    }
+
+    /// A spec for source text.
+    pub fn from_text(name: impl Into<String>, file_name: impl Into<String>, text: impl Into<String>) -> KernelSpec {
+        KernelSpec::new(name.into(), Source::Text { file_name: file_name.into(), text: text.into() })
+    }
+
+    fn new(name: String, source: Source) -> KernelSpec {
+        KernelSpec {
+            name,
+            source,
+            kind: OutputKind::Cubin,
+            arches: vec!["sm_90".to_string()],
+            include_dirs: Vec::new(),
+            defines: Vec::new(),
+            flags: Vec::new(),
+            extras: Vec::new(),
+            timeout: None,
+        }
+    }
+
+    /// Sets the name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Sets the output kind.
+    pub fn kind(mut self, kind: OutputKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Replaces the arch list.
+    pub fn arches<I: IntoIterator<Item = S>, S: Into<String>>(mut self, arches: I) -> Self {
+        self.arches = arches.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds an include directory.
+    pub fn include_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.include_dirs.push(dir.into());
+        self
+    }
+
+    /// Adds a definition.
+    pub fn define(mut self, name: impl Into<String>, value: Option<&str>) -> Self {
+        self.defines.push((name.into(), value.map(str::to_string)));
+        self
+    }
+
+    /// Adds a flag.
+    pub fn flag(mut self, flag: impl Into<String>) -> Self {
+        self.flags.push(flag.into());
+        self
+    }
+
+    /// Adds a key component of the caller's.
+    pub fn extra(mut self, extra: Extra) -> Self {
+        self.extras.push(extra);
+        self
+    }
+
+    /// Sets the compile timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The source's file name, for display and for the key's component name.
+    pub(crate) fn source_file_name(&self) -> String {
+        match &self.source {
+            Source::File(path) => path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            Source::Text { file_name, .. } => file_name.clone(),
+        }
+    }
+
+    /// Checks every rule a hostile or mistaken spec could break, before anything touches disk.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Error::InvalidSpec { name: self.name.clone(), reason };
+        validate_name(&self.name).map_err(bad)?;
+        if self.arches.is_empty() {
+            return Err(bad("the arch list is empty".into()));
+        }
+        for arch in &self.arches {
+            let ok = arch.len() <= 32
+                && (arch.starts_with("sm_") || arch.starts_with("compute_"))
+                && arch.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !ok {
+                return Err(bad(format!("arch `{arch}` is not of the form sm_NN or compute_NN")));
+            }
+        }
+        if self.kind != OutputKind::Fatbin && self.arches.len() > 1 {
+            return Err(bad("several arches need --kind fatbin".into()));
+        }
+        let has_nul = |s: &str| s.contains('\0');
+        if self.flags.iter().any(|f| has_nul(f)) || self.defines.iter().any(|(n, v)| has_nul(n) || v.as_deref().is_some_and(has_nul)) {
+            return Err(bad("a flag or define contains NUL".into()));
+        }
+        if let Source::Text { file_name, .. } = &self.source {
+            validate_name(file_name).map_err(|r| bad(format!("source file name: {r}")))?;
+        }
+        if let Source::File(path) = &self.source {
+            if path.file_name().is_none() {
+                return Err(bad(format!("source path {} names no file", path.display())));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name becomes part of paths inside the cache, so it must be a single harmless component.
+pub(crate) fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the name is empty".into());
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(format!("the name is longer than {MAX_NAME_LEN} bytes"));
+    }
+    if name.contains('/') || name.contains('\0') || name.contains('\\') {
+        return Err("the name contains `/`, `\\` or NUL".into());
+    }
+    if name == "." || name == ".." || name.contains("..") {
+        return Err("the name contains `..`".into());
+    }
+    if name.starts_with('.') || name.starts_with('-') {
+        return Err("the name starts with `.` or `-`".into());
+    }
+    if name.chars().any(char::is_control) {
+        return Err("the name contains control characters".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_names_are_refused() {
+        for name in ["", "..", "a/b", "../x", "a\0b", ".hidden", "-rf", "a..b", &"x".repeat(200), "tab\there"] {
+            assert!(validate_name(name).is_err(), "`{name:?}` must be refused");
+        }
+        for name in ["vector_add", "gemm-f16.v2", "k1"] {
+            assert!(validate_name(name).is_ok(), "`{name}` is a fine name");
+        }
+    }
+
+    #[test]
+    fn specs_with_bad_arches_or_flags_are_refused() {
+        let spec = KernelSpec::from_text("k", "k.cu", "");
+        assert!(spec.clone().arches(["sm_90; rm -rf /"]).validate().is_err());
+        assert!(spec.clone().arches(Vec::<String>::new()).validate().is_err());
+        assert!(spec.clone().flag("a\0b").validate().is_err());
+        assert!(spec.clone().arches(["sm_80", "sm_90"]).validate().is_err(), "several arches need a fatbin");
+        assert!(spec.kind(OutputKind::Fatbin).arches(["sm_80", "sm_90"]).validate().is_ok());
+    }
+}

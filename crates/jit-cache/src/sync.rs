@@ -1,0 +1,13 @@
+//! The synchronisation primitives, swapped for loom's under `--cfg loom` so the models check the
+//! same code that ships.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Condvar, Mutex};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Condvar, Mutex};
+
+/// The guard type returned by `Mutex::lock`, for either implementation.
+#[cfg(loom)]
+pub(crate) type MutexGuardOf<'a, T> = loom::sync::MutexGuard<'a, T>;
+#[cfg(not(loom))]
+pub(crate) type MutexGuardOf<'a, T> = std::sync::MutexGuard<'a, T>;

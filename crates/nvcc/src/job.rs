@@ -1,0 +1,256 @@
+//! [`CompileJob`]: what to compile, for which targets, with which flags; and its argv.
+
+use crate::toolchain::Nvcc;
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What nvcc should produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OutputKind {
+    /// A device ELF for one real architecture (`-cubin`).
+    Cubin,
+    /// PTX assembly for one virtual architecture (`-ptx`).
+    Ptx,
+    /// A fat binary holding cubins and/or PTX for several targets (`-fatbin`).
+    Fatbin,
+    /// A host object with embedded device code (`-c`).
+    Object,
+    /// A host shared library (`-shared`, host code built with `-fPIC`).
+    SharedLibrary,
+}
+
+impl OutputKind {
+    /// The conventional file extension, without the dot.
+    pub fn extension(&self) -> &'static str {
+        match self {
+            OutputKind::Cubin => "cubin",
+            OutputKind::Ptx => "ptx",
+            OutputKind::Fatbin => "fatbin",
+            OutputKind::Object => "o",
+            OutputKind::SharedLibrary => "so",
+        }
+    }
+
+    /// The nvcc flag that selects this output.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            OutputKind::Cubin => "-cubin",
+            OutputKind::Ptx => "-ptx",
+            OutputKind::Fatbin => "-fatbin",
+            OutputKind::Object => "-c",
+            OutputKind::SharedLibrary => "-shared",
+        }
+    }
+}
+
+/// One code-generation target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Target {
+    /// `-arch=<arch>`, e.g. `sm_90` (nvcc then also embeds `compute_90` PTX in fatbins).
+    Arch(String),
+    /// `-gencode=arch=<arch>,code=<code>`, e.g. `compute_90`, `sm_90`.
+    Gencode {
+        /// The virtual architecture, e.g. `compute_90`.
+        arch: String,
+        /// The real architecture or PTX to emit, e.g. `sm_90` or `compute_90`.
+        code: String,
+    },
+}
+
+/// One nvcc invocation, built with chained methods.
+///
+/// ```
+/// use nvcc::{CompileJob, OutputKind};
+/// use std::time::Duration;
+/// let job = CompileJob::new("kernel.cu", "kernel.cubin", OutputKind::Cubin)
+///     .arch("sm_90")
+///     .include_dir("include")
+///     .define("BLOCK", Some("128"))
+///     .std("c++17")
+///     .flag("-lineinfo")
+///     .timeout(Duration::from_secs(120));
+/// assert_eq!(job.kind, OutputKind::Cubin);
+/// ```
+#[derive(Clone, Debug)]
+pub struct CompileJob {
+    /// The source file.
+    pub source: PathBuf,
+    /// Where the output goes.
+    pub output: PathBuf,
+    /// What to produce.
+    pub kind: OutputKind,
+    /// Code-generation targets, in order.
+    pub targets: Vec<Target>,
+    /// `-I` directories, in order.
+    pub include_dirs: Vec<PathBuf>,
+    /// `-D` macros: name and optional value.
+    pub defines: Vec<(String, Option<String>)>,
+    /// Further flags, passed verbatim after the others.
+    pub flags: Vec<String>,
+    /// `-ccbin`: the host compiler.
+    pub ccbin: Option<PathBuf>,
+    /// `-std=`: the C++ standard, e.g. `c++17`.
+    pub std: Option<String>,
+    /// The compiler's working directory; relative paths in the job and the dependency file are
+    /// relative to it.
+    pub working_dir: Option<PathBuf>,
+    /// Kill the compile (and everything it started) after this long.
+    pub timeout: Option<Duration>,
+    /// Extra environment variables for the compiler.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl CompileJob {
+    /// A job with no targets, includes, defines or flags.
+    pub fn new(source: impl Into<PathBuf>, output: impl Into<PathBuf>, kind: OutputKind) -> Self {
+        CompileJob {
+            source: source.into(),
+            output: output.into(),
+            kind,
+            targets: Vec::new(),
+            include_dirs: Vec::new(),
+            defines: Vec::new(),
+            flags: Vec::new(),
+            ccbin: None,
+            std: None,
+            working_dir: None,
+            timeout: None,
+            env: Vec::new(),
+        }
+    }
+
+    /// Adds `-arch=<arch>` (e.g. `sm_90`). For more than one target use [`CompileJob::gencode`].
+    #[must_use]
+    pub fn arch(mut self, arch: &str) -> Self {
+        self.targets.push(Target::Arch(arch.to_owned()));
+        self
+    }
+
+    /// Adds `-gencode=arch=<arch>,code=<code>`.
+    #[must_use]
+    pub fn gencode(mut self, arch: &str, code: &str) -> Self {
+        self.targets.push(Target::Gencode {
+            arch: arch.to_owned(),
+            code: code.to_owned(),
+        });
+        self
+    }
+
+    /// Adds an `-I` directory.
+    #[must_use]
+    pub fn include_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.include_dirs.push(dir.into());
+        self
+    }
+
+    /// Adds `-D<name>` or `-D<name>=<value>`.
+    #[must_use]
+    pub fn define(mut self, name: &str, value: Option<&str>) -> Self {
+        self.defines
+            .push((name.to_owned(), value.map(str::to_owned)));
+        self
+    }
+
+    /// Adds one argument, verbatim (it is one argv element: spaces stay inside it).
+    #[must_use]
+    pub fn flag(mut self, flag: impl Into<String>) -> Self {
+        self.flags.push(flag.into());
+        self
+    }
+
+    /// Sets `-ccbin`.
+    #[must_use]
+    pub fn ccbin(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ccbin = Some(path.into());
+        self
+    }
+
+    /// Sets `-std=<std>`.
+    #[must_use]
+    pub fn std(mut self, std: &str) -> Self {
+        self.std = Some(std.to_owned());
+        self
+    }
+
+    /// Sets the compiler's working directory.
+    #[must_use]
+    pub fn working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.working_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the timeout.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Adds an environment variable for the compiler.
+    #[must_use]
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The arguments (without the program) that compile this job and write its dependency file
+    /// to `depfile`:
+    ///
+    /// `<kind flag> [targets] [-std=] [-ccbin] [-I...] [-D...] [flags...] -MD -MF <depfile> -o <output> <source>`
+    ///
+    /// A shared library also gets `-Xcompiler=-fPIC`. Every element is passed as one argv entry, no
+    /// shell is involved. `nvcc` is accepted for symmetry with future version-dependent flags.
+    pub fn argv(&self, nvcc: &Nvcc, depfile: &Path) -> Vec<OsString> {
+        let _ = nvcc;
+        let mut args: Vec<OsString> = Vec::with_capacity(12 + self.flags.len());
+        args.push(self.kind.flag().into());
+        if self.kind == OutputKind::SharedLibrary {
+            args.push("-Xcompiler=-fPIC".into());
+        }
+        for target in &self.targets {
+            args.push(match target {
+                Target::Arch(arch) => format!("-arch={arch}").into(),
+                Target::Gencode { arch, code } => {
+                    format!("-gencode=arch={arch},code={code}").into()
+                }
+            });
+        }
+        if let Some(std) = &self.std {
+            args.push(format!("-std={std}").into());
+        }
+        if let Some(ccbin) = &self.ccbin {
+            args.push("-ccbin".into());
+            args.push(ccbin.into());
+        }
+        for dir in &self.include_dirs {
+            let mut arg = OsString::from("-I");
+            arg.push(dir);
+            args.push(arg);
+        }
+        for (name, value) in &self.defines {
+            args.push(match value {
+                Some(value) => format!("-D{name}={value}").into(),
+                None => format!("-D{name}").into(),
+            });
+        }
+        args.extend(self.flags.iter().map(OsString::from));
+        args.push("-MD".into());
+        args.push("-MF".into());
+        args.push(depfile.into());
+        args.push("-o".into());
+        args.push(self.output.as_os_str().to_owned());
+        args.push(dash_safe(&self.source));
+        args
+    }
+}
+
+/// A path that starts with `-` would be read as a flag; `./` keeps it a file name.
+fn dash_safe(path: &Path) -> OsString {
+    if path.as_os_str().to_string_lossy().starts_with('-') {
+        Path::new(".").join(path).into_os_string()
+    } else {
+        path.as_os_str().to_owned()
+    }
+}

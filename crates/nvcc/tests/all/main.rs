@@ -1,0 +1,7 @@
+//! Integration tests for the `nvcc` crate: one binary, a module per topic.
+
+mod fake_compiler;
+mod locate;
+mod parsers;
+mod real_nvcc;
+mod support;
