@@ -9,6 +9,7 @@
 //! - `gpu-check`: the GPU run (see `gpu_check.rs`).
 
 mod bench;
+mod demo;
 mod setup;
 mod test;
 mod util;
@@ -23,28 +24,11 @@ fn main() -> Result<()> {
         "test" => test::run(&rest),
         "setup" => setup::run(&rest).map(|paths| println!("nvcc: {}", paths.nvcc.display())),
         "bench" => bench::run(&rest),
-        "demo" => demo(&rest),
+        "demo" => demo::run(&rest),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check>");
             Ok(())
         }
         other => bail!("unknown xtask command `{other}` (try `cargo xtask help`)"),
     }
-}
-
-/// The main job: until the JIT cache lands, the demo runs the durable-fs example.
-fn demo(rest: &[String]) -> Result<()> {
-    let paths = setup::run(&[])?;
-    let mut cmd = util::cargo();
-    cmd.args([
-        "run",
-        "--release",
-        "-p",
-        "jit-cache",
-        "--bin",
-        "jit-cache-demo",
-        "--",
-    ]);
-    cmd.args(rest).env("NVCC", &paths.nvcc);
-    util::run_checked(&mut cmd)
 }

@@ -38,3 +38,18 @@ pub fn have_program(name: &str) -> bool {
         .map(|s| s.success())
         .unwrap_or(false)
 }
+
+/// The cargo target directory (honours `CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace_root().join(dir)
+            }
+        }
+        None => workspace_root().join("target"),
+    }
+}

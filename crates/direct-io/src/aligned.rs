@@ -96,6 +96,9 @@ mod tests {
             assert!(b.len() >= len.max(1), "holds what was asked");
             assert!(b.as_slice().iter().all(|&x| x == 0), "zeroed");
         }
-        assert!(AlignedBuf::new(1, 3000).is_none(), "non power of two refused");
+        assert!(
+            AlignedBuf::new(1, 3000).is_none(),
+            "non power of two refused"
+        );
     }
 }

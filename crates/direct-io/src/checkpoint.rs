@@ -197,10 +197,9 @@ impl Sink for ShardSink<'_> {
         offset_in_range: u64,
         bytes: &[u8],
     ) -> Result<(), SinkError> {
-        let id = *self
-            .ids
-            .get(range)
-            .ok_or_else(|| SinkError::new(format!("range {range} is not a tensor of this shard")))?;
+        let id = *self.ids.get(range).ok_or_else(|| {
+            SinkError::new(format!("range {range} is not a tensor of this shard"))
+        })?;
         self.inner.copy(slot, id, offset_in_range, bytes)
     }
 

@@ -57,7 +57,10 @@ fn driver(what: &str, e: result::DriverError) -> SinkError {
 impl CudaSink {
     /// Creates a context on device `ordinal` and one zeroed device buffer per length. Returns an
     /// error (never panics) when libcuda is missing or the device cannot be used.
-    pub fn new(ordinal: usize, lengths: impl IntoIterator<Item = u64>) -> Result<CudaSink, SinkError> {
+    pub fn new(
+        ordinal: usize,
+        lengths: impl IntoIterator<Item = u64>,
+    ) -> Result<CudaSink, SinkError> {
         cuda_driver_available()?;
         let ctx = CudaContext::new(ordinal).map_err(|e| driver("create context", e))?;
         let stream = ctx.new_stream().map_err(|e| driver("create stream", e))?;
@@ -91,7 +94,9 @@ impl CudaSink {
 
 impl Sink for CudaSink {
     fn attach_slots(&mut self, slots: &[&[u8]]) -> Result<(), SinkError> {
-        self.ctx.bind_to_thread().map_err(|e| driver("bind context", e))?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| driver("bind context", e))?;
         self.events.clear();
         for s in slots {
             let ptr = s.as_ptr() as *mut std::ffi::c_void;
@@ -127,10 +132,8 @@ impl Sink for CudaSink {
         // SAFETY: dst + offset .. + len lies in the allocation (checked above); the stream
         // guarantees `bytes` stays valid and unchanged until wait(slot), which synchronises on
         // the event recorded after this copy.
-        unsafe {
-            result::memcpy_htod_async(dst + offset_in_range, bytes, self.stream.cu_stream())
-        }
-        .map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
+        unsafe { result::memcpy_htod_async(dst + offset_in_range, bytes, self.stream.cu_stream()) }
+            .map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
         let event = self
             .ctx
             .new_event(None)

@@ -254,7 +254,7 @@ impl Engine {
         }
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn inject_eopnotsupp(&mut self, n: usize) {
         if let Backend::Uring(u) = &mut self.backend {
             u.inject_eopnotsupp = n;

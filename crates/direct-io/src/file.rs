@@ -208,10 +208,11 @@ impl DirectFile {
         }
         let span = self.align.up(end) - self.align.down(offset);
         let cap = (span.min(BOUNCE_MAX as u64)) as usize;
-        let mut bounce = AlignedBuf::new(cap, self.align.buffer()).ok_or_else(|| Error::Config {
-            path: self.path.clone(),
-            reason: format!("alignment {} is not a power of two", self.align.buffer()),
-        })?;
+        let mut bounce =
+            AlignedBuf::new(cap, self.align.buffer()).ok_or_else(|| Error::Config {
+                path: self.path.clone(),
+                reason: format!("alignment {} is not a power of two", self.align.buffer()),
+            })?;
         let mut pos = offset;
         while pos < end {
             let at = self.align.down(pos);

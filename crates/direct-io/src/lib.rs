@@ -44,7 +44,7 @@
 //! let mut buf = vec![0u8; 4096];
 //! assert_eq!(file.read_at(8192, &mut buf)?, 1808, "short at the end of the file");
 //! assert_eq!(file.read_at(10_000, &mut buf)?, 0, "0 past it");
-//! let err = file.read_exact_at(8192, &mut buf).unwrap_err();
+//! let err = file.read_exact_at(8192, &mut buf).expect_err("the file ends at 10,000");
 //! assert!(err.is_end_of_file(), "{err}");
 //!
 //! let mut engine = Engine::new(EngineChoice::Auto, EngineConfig::default())?;
@@ -83,8 +83,8 @@ pub use error::{Error, HeaderRule, SinkError};
 pub use file::{Alignment, AlignmentSource, BufferedReason, DirectFile, ReadMode};
 pub use plan::ByteRange;
 pub use safetensors::{
-    dtype_size, parse_safetensors_header, read_safetensors_header, SafetensorsHeader,
-    TensorInfo, MAX_HEADER_LEN,
+    dtype_size, parse_safetensors_header, read_safetensors_header, SafetensorsHeader, TensorInfo,
+    MAX_HEADER_LEN,
 };
 pub use stream::{HostSink, RegisteredBuffers, RingConfig, Sink, StreamReport};
 pub use tracker::CopyTracker;

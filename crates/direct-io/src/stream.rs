@@ -156,7 +156,15 @@ impl Engine {
         }
         let slot_size = align.up(ring.slot_size as u64);
         let limit = file.size().min(file.current_size()?);
-        for r in ranges {
+        #[cfg(all(test, not(loom)))]
+        let ranges_to_check = if tests::SKIP_SIZE_CHECK.with(|c| c.get()) {
+            &[][..]
+        } else {
+            ranges
+        };
+        #[cfg(not(all(test, not(loom))))]
+        let ranges_to_check = ranges;
+        for r in ranges_to_check {
             if r.offset.checked_add(r.len).is_none_or(|end| end > limit) {
                 return Err(Error::EndOfFile {
                     path: path.to_path_buf(),
@@ -223,10 +231,10 @@ impl Engine {
         let direct = file.mode().is_direct();
 
         let submit = |run: &mut Running<'_>,
-                          slot: usize,
-                          w: &Window,
-                          from: u64,
-                          at: &mut [u64]|
+                      slot: usize,
+                      w: &Window,
+                      from: u64,
+                      at: &mut [u64]|
          -> Result<(), Error> {
             let start = if direct { align.down(from) } else { from };
             let offset_in_slot = (start - w.start) as usize;
@@ -269,9 +277,11 @@ impl Engine {
                 };
                 let w = &windows[next];
                 window_of[slot] = next;
-                pos[slot] = w.start.max(w.pieces.first().map_or(w.start, |p| {
-                    w.start + p.offset_in_slot as u64
-                }));
+                pos[slot] = w.start.max(
+                    w.pieces
+                        .first()
+                        .map_or(w.start, |p| w.start + p.offset_in_slot as u64),
+                );
                 if let Err(e) = submit(&mut run, slot, w, pos[slot], &mut at) {
                     free.push(slot);
                     err = Some(e);
@@ -442,5 +452,117 @@ impl Sink for HostSink {
 
     fn wait(&mut self, _slot: usize) -> Result<(), SinkError> {
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{EngineChoice, EngineConfig};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Lets a test reach the read-time end-of-file path the up-front size check guards.
+        pub(super) static SKIP_SIZE_CHECK: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Records which ranges were copied.
+    struct Recorder(Vec<usize>);
+
+    impl Sink for Recorder {
+        fn copy(&mut self, _: usize, range: usize, _: u64, _: &[u8]) -> Result<(), SinkError> {
+            self.0.push(range);
+            Ok(())
+        }
+        fn wait(&mut self, _: usize) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    /// A file shortened while streaming (here: after open, with the size check skipped) ends in
+    /// EndOfFile through the no-progress rule of the reads, and the cut range is never copied.
+    #[test]
+    fn a_file_shortened_mid_stream_is_end_of_file_with_the_cut_range_not_copied() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 40_000]).expect("write");
+        for choice in [EngineChoice::IoUring, EngineChoice::Threads] {
+            for policy in [crate::CachePolicy::Direct, crate::CachePolicy::Buffered] {
+                std::fs::write(&path, vec![7u8; 40_000]).expect("rewrite");
+                let file = DirectFile::open_with(&path, policy).expect("open");
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_len(30_001))
+                    .expect("shorten");
+                let ranges = [
+                    ByteRange {
+                        offset: 1,
+                        len: 9000,
+                    },
+                    ByteRange {
+                        offset: 29_000,
+                        len: 2000,
+                    },
+                ];
+                let mut engine = Engine::new(choice, EngineConfig::default()).expect("engine");
+                let mut rec = Recorder(Vec::new());
+                SKIP_SIZE_CHECK.with(|c| c.set(true));
+                let res = engine.stream(&file, &ranges, RingConfig::default(), &mut rec);
+                SKIP_SIZE_CHECK.with(|c| c.set(false));
+                match res {
+                    Err(Error::EndOfFile {
+                        offset,
+                        wanted,
+                        available,
+                        ..
+                    }) => {
+                        assert_eq!((offset, wanted, available), (29_000, 2000, 1001));
+                    }
+                    other => panic!("{choice:?}/{policy:?}: wanted EndOfFile, got {other:?}"),
+                }
+                assert!(!rec.0.contains(&1), "the cut range was not copied");
+                assert!(
+                    file.read_calls() <= 4,
+                    "the reads ended: {}",
+                    file.read_calls()
+                );
+            }
+        }
+    }
+
+    /// io_uring completions that fail with EOPNOTSUPP are resubmitted on the thread pool and
+    /// still deliver the file's bytes.
+    #[test]
+    fn eopnotsupp_from_io_uring_is_resubmitted_on_the_pool() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..50_000u32).map(|i| (i * 7) as u8).collect();
+        std::fs::write(&path, &data).expect("write");
+        let file = DirectFile::open(&path).expect("open");
+        let mut engine =
+            Engine::new(EngineChoice::IoUring, EngineConfig::default()).expect("io_uring");
+        engine.inject_eopnotsupp(3);
+        let ranges = [ByteRange {
+            offset: 5,
+            len: 49_990,
+        }];
+        let mut sink = HostSink::for_ranges(&ranges);
+        let ring = RingConfig {
+            slots: 2,
+            slot_size: 8192,
+        };
+        engine
+            .stream(&file, &ranges, ring, &mut sink)
+            .expect("stream with three operations refused by the ring");
+        assert_eq!(
+            engine.resubmitted_on_pool(),
+            3,
+            "three reads went to the pool"
+        );
+        assert!(
+            sink.buffers()[0] == data[5..49_995],
+            "bytes equal the file's"
+        );
     }
 }

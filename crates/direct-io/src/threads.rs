@@ -74,7 +74,13 @@ fn worker(rx: &Mutex<Receiver<Op>>, tx: &Sender<Done>) {
                 break Err(e);
             }
         };
-        if tx.send(Done { tag: op.tag, result }).is_err() {
+        if tx
+            .send(Done {
+                tag: op.tag,
+                result,
+            })
+            .is_err()
+        {
             return;
         }
     }

@@ -175,6 +175,11 @@ impl StagingDir {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let aside = parent.join(temp_name(&format!("{stem}.old")));
+        // Lock the old tree before it takes a temp name: its mtime may be old, and a sweep must
+        // not remove it while we may still need to put it back.
+        let _old_lock = sys::open_dir(target)
+            .ok()
+            .filter(|fd| rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive).is_ok());
         let moved_aside = match rustix::fs::renameat(CWD, target, CWD, &aside) {
             Ok(()) => true,
             Err(rustix::io::Errno::NOENT) => false,

@@ -137,4 +137,19 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn names_from_many_threads_never_collide() {
+        let names: Vec<OsString> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| (0..1000).map(|_| temp_name("x")).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("naming thread"))
+                .collect()
+        });
+        let distinct: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "8000 names, all distinct");
+    }
 }

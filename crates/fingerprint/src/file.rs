@@ -84,7 +84,7 @@ pub(crate) fn now_ns() -> i64 {
 /// with `read(2)`, never memory-mapped: a file truncated while mapped would kill the process with
 /// `SIGBUS`.
 pub fn hash_file(path: &Path) -> Result<Digest, Error> {
-    hash_checked(path, Follow::Yes, &mut |_| {}).map(|(d, _, _)| d)
+    hash_checked(path, Follow::Yes, TypeChecked::No, &mut |_| {}).map(|(d, _, _)| d)
 }
 
 /// Whether the final path component may be a symlink.
@@ -92,6 +92,33 @@ pub fn hash_file(path: &Path) -> Result<Digest, Error> {
 pub(crate) enum Follow {
     Yes,
     No,
+}
+
+/// Whether the caller already saw, by `stat`, that the path is a regular file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TypeChecked {
+    Yes,
+    No,
+}
+
+/// Reports anything but a regular file at `path` without opening it.
+fn check_regular(path: &Path, follow: Follow) -> Result<(), Error> {
+    let pre = match follow {
+        Follow::Yes => std::fs::metadata(path),
+        Follow::No => std::fs::symlink_metadata(path),
+    }
+    .map_err(|e| Error::io("hash file", path, e))?;
+    if pre.file_type().is_file() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            "hash file",
+            path,
+            ErrorKind::SpecialFile {
+                file_type: type_name(pre.file_type()),
+            },
+        ))
+    }
 }
 
 /// A digest, the stat tuple it was computed under, and when reading began (ns since the epoch).
@@ -104,33 +131,52 @@ pub(crate) type Hashed = (Digest, StatTuple, i64);
 pub(crate) fn hash_checked(
     path: &Path,
     follow: Follow,
+    type_checked: TypeChecked,
     between_reads: &mut dyn FnMut(&Path),
 ) -> Result<Hashed, Error> {
-    const OP: &str = "hash file";
-    let pre = match follow {
-        Follow::Yes => std::fs::metadata(path),
-        Follow::No => std::fs::symlink_metadata(path),
-    }
-    .map_err(|e| Error::io(OP, path, e))?;
-    if !pre.file_type().is_file() {
-        return Err(Error::new(
-            OP,
-            path,
-            ErrorKind::SpecialFile {
-                file_type: type_name(pre.file_type()),
-            },
-        ));
+    let mut file = open_regular(path, follow, type_checked)?;
+    hash_opened(&mut file, path, between_reads)
+}
+
+/// Opens a regular file for hashing, never blocking on a FIFO: anything but a regular file is
+/// reported by `stat` before opening (unless the caller already checked), and the open uses
+/// `O_NONBLOCK` so that a FIFO swapped in after the check cannot block.
+///
+/// Paths are resolved by the calling thread; [`hash_opened`] may then run on any thread. This
+/// matters because a thread can have its own view of the filesystem (a private mount namespace
+/// or working directory after `unshare`), which rayon's worker threads do not share.
+pub(crate) fn open_regular(
+    path: &Path,
+    follow: Follow,
+    type_checked: TypeChecked,
+) -> Result<File, Error> {
+    if type_checked == TypeChecked::No {
+        check_regular(path, follow)?;
     }
     let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
     if follow == Follow::No {
         flags |= libc::O_NOFOLLOW;
     }
-    let mut file = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .custom_flags(flags)
         .open(path)
-        .map_err(|e| Error::io(OP, path, e))?;
-    for _ in 0..ATTEMPTS {
+        .map_err(|e| Error::io("hash file", path, e))
+}
+
+/// Hashes an open file from offset 0 with the before/after `fstat` check and retries.
+pub(crate) fn hash_opened(
+    file: &mut File,
+    path: &Path,
+    between_reads: &mut dyn FnMut(&Path),
+) -> Result<Hashed, Error> {
+    const OP: &str = "hash file";
+    for attempt in 0..ATTEMPTS {
+        if attempt > 0 {
+            use std::io::Seek;
+            file.seek(io::SeekFrom::Start(0))
+                .map_err(|e| Error::io(OP, path, e))?;
+        }
         let before = file.metadata().map_err(|e| Error::io(OP, path, e))?;
         if !before.file_type().is_file() {
             return Err(Error::new(
@@ -142,7 +188,7 @@ pub(crate) fn hash_checked(
             ));
         }
         let started = now_ns();
-        let (digest, read) = hash_open(&mut file, before.size(), path, between_reads)
+        let (digest, read) = hash_open(file, before.size(), path, between_reads)
             .map_err(|e| Error::io(OP, path, e))?;
         let after = file.metadata().map_err(|e| Error::io(OP, path, e))?;
         let tuple = StatTuple::of(&before);
@@ -160,12 +206,36 @@ fn hash_open(
     path: &Path,
     between_reads: &mut dyn FnMut(&Path),
 ) -> io::Result<(Digest, u64)> {
-    use std::io::Seek;
-    file.seek(io::SeekFrom::Start(0))?;
     let mut hasher = blake3::Hasher::new();
-    let large = size >= RAYON_THRESHOLD as u64;
-    let cap = if large { LARGE_BUFFER } else { 64 * 1024 };
-    let mut buf = vec![0u8; cap];
+    // Read through a per-thread buffer, allocated once: zeroing a fresh 8 MiB buffer for every
+    // file costs more than hashing a small one. One byte more than the size lets a single read
+    // see end of file.
+    let want = usize::try_from(size)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
+    let cap = want.clamp(4096, LARGE_BUFFER);
+    // Take the buffer out rather than borrowing it: while `update_rayon` waits, rayon may run
+    // another file's hash job on this thread, which then simply allocates its own.
+    let mut buf = BUFFER.take();
+    if buf.len() < cap {
+        buf.resize(cap, 0);
+    }
+    let result = read_loop(file, &mut buf[..cap], &mut hasher, path, between_reads);
+    BUFFER.set(buf);
+    result.map(|total| (Digest::from(hasher.finalize()), total))
+}
+
+thread_local! {
+    static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+fn read_loop(
+    file: &mut File,
+    buf: &mut [u8],
+    hasher: &mut blake3::Hasher,
+    path: &Path,
+    between_reads: &mut dyn FnMut(&Path),
+) -> io::Result<u64> {
     let mut total = 0u64;
     loop {
         // Fill the buffer as far as possible so that `update_rayon` gets big slices.
@@ -192,7 +262,7 @@ fn hash_open(
             break;
         }
     }
-    Ok((Digest::from(hasher.finalize()), total))
+    Ok(total)
 }
 
 #[cfg(test)]
@@ -206,7 +276,7 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, vec![7u8; 1000]).expect("write file");
         let mut n = 0u8;
-        let result = hash_checked(&path, Follow::Yes, &mut |p| {
+        let result = hash_checked(&path, Follow::Yes, TypeChecked::No, &mut |p| {
             n += 1;
             let mut f = OpenOptions::new()
                 .append(true)
@@ -222,7 +292,8 @@ mod tests {
             Ok(_) => panic!("a file growing on every read must not hash successfully"),
         }
         // Control: the same file, left alone, hashes fine.
-        hash_checked(&path, Follow::Yes, &mut |_| {}).expect("a quiet file hashes");
+        hash_checked(&path, Follow::Yes, TypeChecked::No, &mut |_| {})
+            .expect("a quiet file hashes");
     }
 
     #[test]
@@ -231,7 +302,7 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, b"old").expect("write file");
         let mut first = true;
-        let (d, _, _) = hash_checked(&path, Follow::Yes, &mut |p| {
+        let (d, _, _) = hash_checked(&path, Follow::Yes, TypeChecked::No, &mut |p| {
             if std::mem::take(&mut first) {
                 std::fs::write(p, b"new content").expect("rewrite file");
             }

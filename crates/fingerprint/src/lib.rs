@@ -24,6 +24,9 @@
 //! - A file is read with `read(2)` between two `fstat`s; if size, mtime or ctime moved it is
 //!   re-hashed, and reported as [`ErrorKind::ChangedWhileHashing`] after three attempts.
 //! - A FIFO, socket or device is reported by path and never opened.
+//! - Paths are resolved, and files opened, by the calling thread; only reading and hashing run on
+//!   rayon's threads. A caller in a private mount namespace (or with its own working directory
+//!   after `unshare`) therefore hashes what it sees, not what the worker threads would see.
 //! - [`StatCache::save`] and [`IdentityCache::save_if_changed`] write a temp file beside the
 //!   target, fsync it, rename it over the target and fsync the directory: a concurrent reader sees
 //!   the old or the new cache, and after return the new one survives a crash (on local
@@ -37,6 +40,9 @@
 //!   not, so retargeting a link to an identical file changes nothing.
 //! - Empty directories do not contribute to a tree's digest (as in git).
 //! - Stat cache entries of deleted files stay until [`StatCache::retain`] drops them.
+//! - Files are read with `read(2)`, never memory-mapped (a file truncated while mapped would kill
+//!   the process with `SIGBUS`), which costs one copy per byte.
+//! - Revalidating a tree costs one `statx` per file and directory; the walk itself is sequential.
 //!
 //! # Example
 //! ```

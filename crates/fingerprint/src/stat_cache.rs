@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
 use crate::error::Error;
-use crate::file::{hash_checked, Follow, StatTuple};
+use crate::file::{hash_checked, Follow, StatTuple, TypeChecked};
 use crate::path_text::escape_path;
 use crate::persist::write_atomically;
 
@@ -126,12 +126,15 @@ impl StatCache {
     pub fn hash_file(&mut self, path: &Path) -> Result<Digest, Error> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
         let key = escape_path(path);
-        if meta.file_type().is_file() {
+        let checked = if meta.file_type().is_file() {
             if let Some(d) = self.lookup(&key, &StatTuple::of(&meta)) {
                 return Ok(d);
             }
-        }
-        let (digest, stat, started) = hash_checked(path, Follow::Yes, &mut |_| {})?;
+            TypeChecked::Yes
+        } else {
+            TypeChecked::No
+        };
+        let (digest, stat, started) = hash_checked(path, Follow::Yes, checked, &mut |_| {})?;
         self.record(key, stat, digest, started);
         Ok(digest)
     }

@@ -11,10 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::{Digest, Framed};
 use crate::error::{Error, ErrorKind};
-use crate::file::{hash_checked, type_name, Follow, Hashed, StatTuple};
+use crate::file::{hash_opened, open_regular, type_name, Follow, Hashed, StatTuple, TypeChecked};
 use crate::ignore::glob_match;
 use crate::path_text::{escape_bytes, escape_path};
 use crate::stat_cache::StatCache;
+
+/// How many files a walk holds open at once while hashing.
+const OPEN_BATCH: usize = 256;
 
 /// Names ignored by [`TreeOptions::default`]: version-control metadata, Python bytecode and
 /// editor temporaries (`*~`, vim's `.*.swp`, emacs's `#*#`).
@@ -205,10 +208,21 @@ pub fn hash_tree(
             _ => None,
         })
         .collect();
-    let hashed: Vec<(usize, Result<Hashed, Error>)> = todo
-        .par_iter()
-        .map(|&(i, abs, follow)| (i, hash_checked(abs, follow, &mut |_| {})))
-        .collect();
+    // Files are opened by this thread (its view of the filesystem is the one that counts, see
+    // `open_regular`) in batches that bound the number of open descriptors, and read and hashed
+    // on all cores.
+    let mut hashed: Vec<(usize, Result<Hashed, Error>)> = Vec::with_capacity(todo.len());
+    for batch in todo.chunks(OPEN_BATCH) {
+        let mut opened = Vec::with_capacity(batch.len());
+        for &(i, abs, follow) in batch {
+            opened.push((i, abs, open_regular(abs, follow, TypeChecked::Yes)?));
+        }
+        hashed.par_extend(
+            opened
+                .into_par_iter()
+                .map(|(i, abs, mut file)| (i, hash_opened(&mut file, abs, &mut |_| {}))),
+        );
+    }
     let mut cache = cache;
     for (i, result) in hashed {
         let (digest, stat, started) = result?;
@@ -235,7 +249,7 @@ pub fn hash_tree(
                 ErrorKind::Io(io::Error::other("internal: an entry was left unhashed")),
             ));
         };
-        h.bytes(item.rel()).u64(kind.code()).digest(&digest);
+        h.bytes(item.rel()).u64(0).digest(&digest);
         files.push((escape_bytes(item.rel()), digest));
         kinds.push(kind);
     }

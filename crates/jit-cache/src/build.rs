@@ -14,7 +14,7 @@ use crate::entry::{self, Artifact, Meta, Unusable};
 use crate::error::{CompileFailed, Error, Result};
 use crate::key::{self, Prepared};
 use crate::layout::Layout;
-use crate::records::{write_record, FailureRecord, SlotRecord};
+use crate::records::{write_record, FailureInputs, FailureRecord, SlotRecord};
 use crate::spec::{KernelSpec, Source};
 use crate::toolchain::Toolchain;
 use durable_fs::{LockMode, Published, StagingDir, Wait};
@@ -196,6 +196,7 @@ fn compile(spec: &KernelSpec, toolchain: &Toolchain, scratch: &Path, output: &Pa
                 diagnostics: failure.diagnostics.clone(),
                 stderr_tail: failure.stderr_tail.clone(),
                 from_record: false,
+                headers_read: failure.headers.clone(),
             })))
         }
         Err(e) => return Err(Error::Compiler(e.to_string())),
@@ -231,9 +232,21 @@ fn private_copy(spec: &KernelSpec, bytes: Vec<u8>) -> Result<Artifact> {
 }
 
 fn record_failure(cache: &Cache, layout: &Layout, prepared: &Prepared, failure: &CompileFailed) {
-    // A failure is recorded only with a snapshot of its inputs; without one it would outlive the
-    // fix. Recording is best effort: the caller gets the diagnostics either way.
-    if let Some(inputs) = cache.inputs_snapshot(prepared) {
+    // A failure is recorded only with what it depended on; without that it would outlive the fix.
+    // Recording is best effort: the caller gets the diagnostics either way.
+    let inputs = match &failure.headers_read {
+        Some(headers) => {
+            let mut stat = cache.stat();
+            let records: Option<Vec<_>> = headers
+                .iter()
+                .filter(|h| Some(crate::headers::normalize(h)) != prepared.source_path)
+                .map(|h| prepared.search.classify(h, &mut stat).ok())
+                .collect();
+            records.map(FailureInputs::Headers)
+        }
+        None => cache.include_trees_snapshot(prepared).map(FailureInputs::IncludeTrees),
+    };
+    if let Some(inputs) = inputs {
         let record = FailureRecord { key: prepared.key, inputs, failure: failure.clone() };
         let _ = write_record(&layout.failure_file(&prepared.key), &record);
     }

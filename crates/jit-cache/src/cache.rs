@@ -5,7 +5,7 @@ use crate::error::{CompileFailed, Error, Result};
 use crate::headers::{self, Mismatch};
 use crate::key::{self, Prepared};
 use crate::layout::{Layout, RootMode};
-use crate::records::{read_record, FailureRecord, SlotRecord};
+use crate::records::{read_record, FailureInputs, FailureRecord, SlotRecord};
 use crate::single_flight::SingleFlight;
 use crate::spec::KernelSpec;
 use crate::toolchain::Toolchain;
@@ -98,10 +98,14 @@ pub struct Cache {
     flights: SingleFlight<Digest, FlightResult>,
 }
 
+/// What this process remembers of an entry: its meta and bytes, never a pin (a remembered entry
+/// stays evictable; a memo hit re-pins it).
 #[derive(Clone)]
 struct Memo {
     meta: Arc<Meta>,
-    artifact: Artifact,
+    bytes: Arc<[u8]>,
+    path: PathBuf,
+    kind: nvcc::OutputKind,
 }
 
 impl std::fmt::Debug for Cache {
@@ -203,7 +207,12 @@ impl Cache {
             Ok(built) => {
                 if built.warning.is_none() {
                     if let Some(meta) = self.meta_of(&built) {
-                        let memo = Memo { meta: Arc::new(meta), artifact: built.artifact.clone() };
+                        let memo = Memo {
+                            meta: Arc::new(meta),
+                            bytes: built.artifact.shared_bytes(),
+                            path: built.artifact.path().to_path_buf(),
+                            kind: built.artifact.kind(),
+                        };
                         self.memo.lock().unwrap_or_else(|p| p.into_inner()).insert(prepared.key, memo);
                     }
                 }
@@ -241,11 +250,12 @@ impl Cache {
             let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
             headers::revalidate(&memo.meta.headers, &prepared.search, &mut stat, &mut confirmed).is_ok()
         };
-        if !valid {
+        let artifact = if valid { Artifact::repin(memo.bytes, &memo.path, memo.kind) } else { None };
+        let Some(artifact) = artifact else {
             self.memo.lock().unwrap_or_else(|p| p.into_inner()).remove(&prepared.key);
             return None;
-        }
-        Some(Built { artifact: memo.artifact, outcome: Outcome::Hit, warning: None })
+        };
+        Some(Built { artifact, outcome: Outcome::Hit, warning: None })
     }
 
     /// Looks for a valid variant of the key. Returns the hit, plus the entries found corrupt and
@@ -313,25 +323,37 @@ impl Cache {
         }
     }
 
-    /// The recorded failure of this key, if its inputs are unchanged since.
+    /// The recorded failure of this key, if what it depended on is unchanged since.
     pub(crate) fn recorded_failure(&self, layout: &Layout, prepared: &Prepared) -> Option<CompileFailed> {
         let record: FailureRecord = read_record(&layout.failure_file(&prepared.key))?;
         if record.key != prepared.key {
             return None;
         }
-        let now = self.inputs_snapshot(prepared)?;
-        (now == record.inputs).then(|| CompileFailed { from_record: true, ..record.failure })
+        let unchanged = match &record.inputs {
+            FailureInputs::Headers(headers) => {
+                let mut stat = self.stat();
+                let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
+                headers::revalidate(headers, &prepared.search, &mut stat, &mut confirmed).is_ok()
+            }
+            FailureInputs::IncludeTrees(digest) => self.include_trees_snapshot(prepared) == Some(*digest),
+        };
+        unchanged.then(|| CompileFailed { from_record: true, ..record.failure })
     }
 
-    /// A digest of the trees a failed compile could have read (the source's directory and the
-    /// include directories), through the stat cache. None when they are too large to snapshot:
-    /// the failure is then not recorded.
-    pub(crate) fn inputs_snapshot(&self, prepared: &Prepared) -> Option<Digest> {
+    /// A digest of the include directories' trees, through the stat cache, for a failure that left
+    /// no dependency file. None when they are too large to snapshot: the failure is then not
+    /// recorded. (The source's own directory is not walked: it may hold anything, the cache
+    /// included; a header missing from it is reported by the compiler, and adding it there changes
+    /// nothing we can see cheaply, so such failures recompile once the key's source changes.)
+    pub(crate) fn include_trees_snapshot(&self, prepared: &Prepared) -> Option<Digest> {
         const MAX_FILES: usize = 20_000;
-        let mut text = String::from("jit-cache failure inputs\0");
+        if prepared.search.include_dirs.is_empty() {
+            return None;
+        }
+        let mut text = String::from("jit-cache failure include trees\0");
         let mut files = 0;
         let mut stat = self.stat();
-        for dir in prepared.search.source_dir.iter().chain(prepared.search.include_dirs.iter()) {
+        for dir in &prepared.search.include_dirs {
             let tree = fingerprint::hash_tree(dir, &fingerprint::TreeOptions::default(), Some(&mut stat)).ok()?;
             files += tree.files.len();
             if files > MAX_FILES {

@@ -63,7 +63,7 @@ pub struct Artifact {
 
 #[derive(Debug)]
 struct ArtifactInner {
-    bytes: Vec<u8>,
+    bytes: Arc<[u8]>,
     path: PathBuf,
     kind: nvcc::OutputKind,
     _pin: Pin,
@@ -96,7 +96,20 @@ impl Artifact {
     }
 
     pub(crate) fn private(bytes: Vec<u8>, path: PathBuf, kind: nvcc::OutputKind, dir: tempfile::TempDir) -> Artifact {
-        Artifact { inner: Arc::new(ArtifactInner { bytes, path, kind, _pin: Pin::Private(dir) }) }
+        Artifact { inner: Arc::new(ArtifactInner { bytes: bytes.into(), path, kind, _pin: Pin::Private(dir) }) }
+    }
+
+    /// The shared bytes, for the in-process memo (which keeps bytes, never a pin).
+    pub(crate) fn shared_bytes(&self) -> Arc<[u8]> {
+        Arc::clone(&self.inner.bytes)
+    }
+
+    /// Re-pins a published entry for a memo hit: opens its directory, takes the shared lock and
+    /// checks the path still names it. None when it was evicted or replaced meanwhile.
+    pub(crate) fn repin(bytes: Arc<[u8]>, path: &Path, kind: nvcc::OutputKind) -> Option<Artifact> {
+        let dir = path.parent()?;
+        let fd = pin_dir(dir).ok()?;
+        Some(Artifact { inner: Arc::new(ArtifactInner { bytes, path: path.to_path_buf(), kind, _pin: Pin::Entry(fd) }) })
     }
 }
 
@@ -120,27 +133,7 @@ pub(crate) struct OpenEntry {
 /// Opens the entry at `dir`, pins it, and reads and checks its `meta.json` against the key and
 /// variant the caller expects. The artifact is read later, once the headers are revalidated.
 pub(crate) fn open_entry(dir: &Path, key: &Digest, variant_dir: &str) -> std::result::Result<OpenEntry, Unusable> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::STALE) => return Err(Unusable::Absent),
-        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) => {
-            return Err(Unusable::Corrupt(format!("{} is not a directory (a symlink or file was planted)", dir.display())))
-        }
-        Err(e) => return Err(Unusable::Corrupt(format!("open {}: {e}", dir.display()))),
-    };
-    if rustix::fs::flock(&fd, FlockOperation::LockShared).is_err() {
-        return Err(Unusable::Absent);
-    }
-    // Eviction renames an entry aside under an exclusive lock; if that happened between our open
-    // and our lock, the path now names something else (or nothing): treat it as a miss.
-    let still_there = match (rustix::fs::fstat(&fd), std::fs::symlink_metadata(dir)) {
-        (Ok(held), Ok(now)) => held.st_ino == now.ino() && held.st_dev == now.dev(),
-        _ => false,
-    };
-    if !still_there {
-        return Err(Unusable::Absent);
-    }
+    let fd = pin_dir(dir)?;
     let meta_bytes = match read_at(&fd, META_FILE) {
         Ok(bytes) => bytes,
         // A directory without meta.json is a half-deleted or foreign entry (publication puts
@@ -176,9 +169,36 @@ impl OpenEntry {
         }
         touch_last_use(&self.fd, &expected_file);
         let path = self.dir.join(&expected_file);
-        let artifact = Artifact { inner: Arc::new(ArtifactInner { bytes, path, kind, _pin: Pin::Entry(self.fd) }) };
+        let artifact = Artifact { inner: Arc::new(ArtifactInner { bytes: bytes.into(), path, kind, _pin: Pin::Entry(self.fd) }) };
         Ok((self.meta, artifact))
     }
+}
+
+/// Opens an entry directory without following symlinks, takes a shared `flock` on it, and checks
+/// that the path still names the directory locked (eviction renames entries aside).
+fn pin_dir(dir: &Path) -> std::result::Result<OwnedFd, Unusable> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::STALE) => return Err(Unusable::Absent),
+        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) => {
+            return Err(Unusable::Corrupt(format!("{} is not a directory (a symlink or file was planted)", dir.display())))
+        }
+        Err(e) => return Err(Unusable::Corrupt(format!("open {}: {e}", dir.display()))),
+    };
+    if rustix::fs::flock(&fd, FlockOperation::LockShared).is_err() {
+        return Err(Unusable::Absent);
+    }
+    // Eviction renames an entry aside under an exclusive lock; if that happened between our open
+    // and our lock, the path now names something else (or nothing): treat it as a miss.
+    let still_there = match (rustix::fs::fstat(&fd), std::fs::symlink_metadata(dir)) {
+        (Ok(held), Ok(now)) => held.st_ino == now.ino() && held.st_dev == now.dev(),
+        _ => false,
+    };
+    if !still_there {
+        return Err(Unusable::Absent);
+    }
+    Ok(fd)
 }
 
 /// How often an entry's last-use stamp is refreshed at most: a hit writes nothing more often.

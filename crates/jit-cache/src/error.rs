@@ -102,6 +102,9 @@ pub struct CompileFailed {
     /// True when this failure was answered from the cache's failure record, not a fresh compile.
     #[serde(default)]
     pub from_record: bool,
+    /// The headers the failed compile read (from its dependency file, when it wrote one).
+    #[serde(skip)]
+    pub(crate) headers_read: Option<Vec<PathBuf>>,
 }
 
 impl std::fmt::Display for CompileFailed {

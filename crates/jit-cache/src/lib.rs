@@ -77,6 +77,6 @@ pub use entry::Artifact;
 pub use error::{CompileFailed, Error, Result};
 pub use key::CACHE_FORMAT;
 pub use layout::{default_root, RootMode, FORMAT_DIR};
-pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport};
+pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
 pub use spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};

@@ -17,6 +17,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Leftovers younger than this are never swept: a live builder creates its staging directory and
+/// locks it a few microseconds later, and the age rule covers that window (durable-fs's sweep
+/// removes only what it can lock, and only when old enough).
+pub const SWEEP_MIN_AGE: Duration = Duration::from_secs(2);
+
 /// One published entry.
 #[derive(Debug, Clone, Serialize)]
 pub struct EntryInfo {
@@ -216,7 +221,7 @@ impl Cache {
     /// pins. Returns how many items were removed.
     pub fn sweep(&self) -> Result<usize> {
         let layout = self.usable_layout()?;
-        let policy = durable_fs::SweepPolicy { max_age: Duration::ZERO };
+        let policy = durable_fs::SweepPolicy { max_age: SWEEP_MIN_AGE };
         let mut removed = 0;
         for sub in ["staging", "slots", "failures", "state"] {
             removed += durable_fs::sweep(layout.dir(sub), &policy)?.removed.len();

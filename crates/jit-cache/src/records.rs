@@ -22,10 +22,20 @@ pub(crate) struct SlotRecord {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct FailureRecord {
     pub(crate) key: Digest,
-    /// A digest of the source's directory and include trees when the compile failed: a change
-    /// anywhere in them (a fixed header, a new file) retires the record.
-    pub(crate) inputs: Digest,
+    /// What the failure depended on beyond the key: a change there retires the record.
+    pub(crate) inputs: FailureInputs,
     pub(crate) failure: CompileFailed,
+}
+
+/// What a recorded failure depended on beyond its key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum FailureInputs {
+    /// The headers the failed compile read (it wrote a dependency file), checked like a hit's.
+    Headers(Vec<HeaderRecord>),
+    /// No dependency file (the preprocessor failed, as on a missing header): a digest of the
+    /// include directories' trees, so any new or changed file there retires the record.
+    IncludeTrees(Digest),
 }
 
 /// Reads a JSON record; a missing, unreadable or corrupt one reads as absent, since each record

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use nvcc::OutputKind;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The longest kernel name accepted, in bytes.

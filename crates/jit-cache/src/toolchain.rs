@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use fingerprint::{IdentityCache, ToolIdentity};
 use nvcc::Nvcc;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The compiler, as it enters keys.
 #[derive(Debug)]
@@ -21,19 +21,43 @@ pub(crate) struct Toolchain {
 }
 
 impl Toolchain {
+    /// Identifies the compiler and the host compiler. Both `--version` outputs and all content
+    /// digests come from the identity cache when the files' stat tuples are unchanged, so a new
+    /// process spawns nothing here.
     pub(crate) fn probe(nvcc: Nvcc, layout: &Layout) -> Result<Toolchain> {
         let cache_file = layout.dir("state").join(format!("identity-{}.json", host_name()));
         let mut cache = IdentityCache::load(&cache_file);
         let identity = fingerprint::tool_identity(nvcc.path(), &nvcc.companion_files(), &["--version"], &mut cache)?;
+        let host = nvcc::host_compiler(None);
+        let host_compiler = match find_program(&host) {
+            Some(path) => fingerprint::tool_identity(&path, &[], &["--version"], &mut cache)
+                .map(|id| format!("{} {}", id.version.lines().next().unwrap_or_default(), id.digest.short()))
+                .unwrap_or_else(|e| format!("unknown ({e})")),
+            None => format!("{} not found", host.display()),
+        };
         // The identity cache only saves work; a cache that cannot be written is no error.
         let _ = cache.save_if_changed(&cache_file);
-        let version = nvcc.version().map_err(|e| Error::Compiler(e.to_string()))?.to_string();
-        let host_compiler = nvcc::host_compiler_version(None)
-            .map(|v| v.lines().next().unwrap_or_default().to_string())
-            .unwrap_or_else(|e| format!("unknown ({e})"));
+        let version = release_of(&identity.version)
+            .ok_or_else(|| Error::Compiler(format!("no `release X.Y` in {} --version: {}", nvcc.path().display(), identity.version)))?;
         let toolkit_root = crate::headers::normalize(nvcc.toolkit_root());
         Ok(Toolchain { nvcc, identity, version, host_compiler, toolkit_root })
     }
+}
+
+/// The `X.Y` of nvcc's "Cuda compilation tools, release X.Y, VX.Y.Z" line.
+fn release_of(version_output: &str) -> Option<String> {
+    let rest = &version_output[version_output.find("release ")? + "release ".len()..];
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_string())
+}
+
+/// Resolves a program name through `PATH` (a path with a `/` is taken as is).
+fn find_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| candidate.is_file())
 }
 
 /// This host's name, for per-host state files.

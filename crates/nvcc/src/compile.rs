@@ -84,6 +84,9 @@ impl Nvcc {
                     stderr_tail: tail(&stderr, STDERR_TAIL_BYTES),
                     timed_out: run.timed_out,
                     timeout: job.timeout,
+                    // A failed compile often still wrote its dependency file (nvcc writes it
+                    // while preprocessing): the headers let a caller tell when an input changed.
+                    headers: read_headers(&depfile, &base, &source_path).ok(),
                 });
                 return Err(if run.timed_out {
                     Error::Timeout(failure)

@@ -114,6 +114,9 @@ pub struct CompileFailure {
     pub timed_out: bool,
     /// The timeout that applied, if any.
     pub timeout: Option<Duration>,
+    /// The headers the failed compile read, from its dependency file when it wrote one (a failure
+    /// in preprocessing, such as a missing header, leaves none).
+    pub headers: Option<Vec<PathBuf>>,
 }
 
 /// How much of stderr a [`CompileFailure`] keeps.

@@ -34,6 +34,9 @@
 //! - Arguments arrive at nvcc intact, but nvcc itself runs some sub-steps through `sh`: nvcc 13.5
 //!   lets the shell expand `$(...)` and backquotes inside `-D` values. Do not pass untrusted text
 //!   in flags or defines.
+//! - gcc's `#pragma once` takes byte-identical headers with equal mtimes for one file, so only
+//!   the first one included is compiled and listed (seen with nvcc 13.5 and g++ 12). Hash header
+//!   contents, not only their paths, when deciding freshness.
 //! - Header paths are as nvcc wrote them (relative ones resolved against the working directory);
 //!   they are not canonicalised.
 //!

@@ -63,7 +63,6 @@ impl Daemon {
         Ok(inner)
     }
 
-
     fn create_node(
         &self,
         req: &Request,

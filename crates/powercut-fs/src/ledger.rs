@@ -24,6 +24,8 @@ struct Record {
     committed: Option<Content>,
     /// Operations attempted since, which may have landed wholly before the cut.
     attempts: Vec<Content>,
+    /// Earlier committed contents since the last check: finding one of these is a rollback.
+    superseded: Vec<Content>,
     /// Successful operations since the last check.
     succeeded: u64,
     /// This path needs to be whole only while `guard` is visible (an artifact and its meta file).
@@ -80,10 +82,20 @@ impl Ledger {
     pub fn succeeded(&mut self, path: impl AsRef<Path>) {
         if let Some(record) = self.records.get_mut(path.as_ref()) {
             if let Some(last) = record.attempts.pop() {
-                record.committed = Some(last);
+                if let Some(old) = record.committed.replace(last) {
+                    record.superseded.push(old);
+                }
                 record.attempts.clear();
                 record.succeeded += 1;
             }
+        }
+    }
+
+    /// Records that the last attempt on `path` certainly did not land (for example a
+    /// no-replace commit that found the target taken), so it is no longer an allowed state.
+    pub fn abandoned(&mut self, path: impl AsRef<Path>) {
+        if let Some(record) = self.records.get_mut(path.as_ref()) {
+            record.attempts.pop();
         }
     }
 
@@ -125,6 +137,11 @@ impl Ledger {
                     }
                     None => {}
                     Some(c) if whole(c) => {}
+                    Some(c) if record.superseded.contains(c) => verdict.lost.push(format!(
+                        "{}: rolled back to an older version after {} successful operation(s)",
+                        path.display(),
+                        record.succeeded
+                    )),
                     Some(c) => verdict.torn.push(format!(
                         "{}: holds {} that no operation wrote whole",
                         path.display(),
@@ -134,6 +151,7 @@ impl Ledger {
             }
             record.committed = actual;
             record.attempts.clear();
+            record.superseded.clear();
             record.succeeded = 0;
         }
         Ok(verdict)
@@ -164,11 +182,7 @@ pub(crate) fn read_content(path: &Path) -> Result<Option<Content>, Error> {
     }
 }
 
-fn read_tree(
-    base: &Path,
-    rel: &Path,
-    files: &mut BTreeMap<PathBuf, Vec<u8>>,
-) -> Result<(), Error> {
+fn read_tree(base: &Path, rel: &Path, files: &mut BTreeMap<PathBuf, Vec<u8>>) -> Result<(), Error> {
     let dir = base.join(rel);
     let entries = std::fs::read_dir(&dir).map_err(|e| Error::new("read directory", &dir, e))?;
     for entry in entries {
@@ -227,6 +241,25 @@ mod tests {
             verdict.torn.is_empty(),
             "an artifact without its meta may be torn: {verdict:?}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn an_older_version_after_a_newer_success_is_a_rollback() -> Result<(), Error> {
+        let dir = tempfile::tempdir().map_err(|e| Error::new("tempdir", Path::new("."), e))?;
+        let mut ledger = Ledger::new();
+        for v in [&b"v1"[..], b"v2"] {
+            ledger.attempt("f", Content::File(v.to_vec()));
+            ledger.succeeded("f");
+        }
+        std::fs::write(dir.path().join("f"), b"v1").expect("write the old version");
+        let verdict = ledger.check(dir.path())?;
+        assert_eq!(
+            verdict.lost.len(),
+            1,
+            "a rollback is lost data: {verdict:?}"
+        );
+        assert!(verdict.torn.is_empty(), "and not a torn file: {verdict:?}");
         Ok(())
     }
 }

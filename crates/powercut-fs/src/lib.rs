@@ -5,7 +5,8 @@
 //! for file data and for directory entries: the volatile layer the kernel was told about and the
 //! durable layer a power cut leaves. [`PowercutMount::power_cut`] unmounts, keeps only what
 //! survived and remounts at the same path, so a test can check that every operation that
-//! reported success is still there, whole ([`Ledger`]).
+//! reported success is still there, whole ([`Ledger`]). [`run_random_cuts`] runs `durable-fs`
+//! puts and staged commits through random cuts; the `power-loss-test` binary wraps it.
 //!
 //! # Guarantees
 //! - `fsync`/`fdatasync` on a file make that file's data and size durable, nothing else.
@@ -54,6 +55,7 @@ mod ledger;
 mod model;
 mod mount;
 mod namespace;
+mod random_cuts;
 mod rng;
 
 pub use control::{Counters, CutReport, Faults, RenameFlags};
@@ -61,4 +63,5 @@ pub use error::Error;
 pub use ledger::{Content, Ledger, Verdict};
 pub use model::{CutMode, SECTOR};
 pub use mount::{run_or_skip, with_mount, Options, PowercutMount, Skipped};
+pub use random_cuts::{run_random_cuts, RandomCuts, Totals, Writer};
 pub use rng::SplitMix64;

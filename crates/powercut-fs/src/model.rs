@@ -30,7 +30,9 @@ pub enum CutMode {
     /// Every unsynced change is lost: the strictest filesystem a correct program must survive.
     DropUnsynced,
     /// Each unsynced change (a write, a truncate, a directory entry change, a whole rename)
-    /// survives or not by a coin flip drawn from `seed`; survivors are applied in order.
+    /// survives or not by a coin flip drawn from `seed`; survivors are applied in order. Entry
+    /// changes survive independently even within one directory (a later rename without an
+    /// earlier create), which is weaker than a journaling filesystem and what POSIX allows.
     RandomSubset {
         /// Fixes which changes survive.
         seed: u64,
@@ -556,10 +558,7 @@ impl Model {
             for ino in durable.values() {
                 let seen = links.entry(*ino).or_insert(0);
                 *seen += 1;
-                let is_dir = matches!(
-                    self.inodes.get(ino).map(Inode::kind),
-                    Some(Kind::Dir)
-                );
+                let is_dir = matches!(self.inodes.get(ino).map(Inode::kind), Some(Kind::Dir));
                 // A directory is walked once even if a lenient replay left two names for it.
                 if *seen == 1 && is_dir {
                     stack.push(*ino);

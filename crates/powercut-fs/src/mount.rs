@@ -196,7 +196,9 @@ fn check_prerequisites() -> Result<(), String> {
         .read(true)
         .write(true)
         .open("/dev/fuse")
-        .map_err(|e| format!("open /dev/fuse: {e} (load the fuse module or run with --device /dev/fuse)"))?;
+        .map_err(|e| {
+            format!("open /dev/fuse: {e} (load the fuse module or run with --device /dev/fuse)")
+        })?;
     Ok(())
 }
 
@@ -215,7 +217,12 @@ pub fn with_mount<R: Send>(
     let scratch = tempfile::Builder::new()
         .prefix("powercut-fs-")
         .tempdir()
-        .map_err(|e| skip(format!("create a scratch dir in {}: {e}", std::env::temp_dir().display())))?;
+        .map_err(|e| {
+            skip(format!(
+                "create a scratch dir in {}: {e}",
+                std::env::temp_dir().display()
+            ))
+        })?;
     let mountpoint = scratch.path().join("mnt");
     std::fs::create_dir(&mountpoint)
         .map_err(|e| skip(format!("mkdir {}: {e}", mountpoint.display())))?;

@@ -68,13 +68,22 @@ impl FakeDevice {
 
 impl Sink for FakeDevice {
     fn attach_slots(&mut self, slots: &[&[u8]]) -> Result<(), SinkError> {
-        self.slots = slots.iter().map(|s| (s.as_ptr() as usize, s.len())).collect();
+        self.slots = slots
+            .iter()
+            .map(|s| (s.as_ptr() as usize, s.len()))
+            .collect();
         self.pending = slots.iter().map(|_| Vec::new()).collect();
         self.log.push(Event::Attach(slots.len()));
         Ok(())
     }
 
-    fn copy(&mut self, slot: usize, range: usize, offset: u64, bytes: &[u8]) -> Result<(), SinkError> {
+    fn copy(
+        &mut self,
+        slot: usize,
+        range: usize,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), SinkError> {
         let (base, len) = self.slots[slot];
         let p = bytes.as_ptr() as usize;
         assert!(
@@ -176,7 +185,10 @@ fn two_shards(dir: &Path) -> PathBuf {
     let index = dir.join("model.safetensors.index.json");
     std::fs::write(
         &index,
-        format!("{{\"metadata\":{{\"total_size\":0}},\"weight_map\":{{{}}}}}", map.join(",")),
+        format!(
+            "{{\"metadata\":{{\"total_size\":0}},\"weight_map\":{{{}}}}}",
+            map.join(",")
+        ),
     )
     .expect("write the index");
     index
@@ -244,8 +256,15 @@ fn seed_003_every_device_byte_is_the_files_and_every_copy_waited_for() {
                 .filter(|e| matches!(e, Event::Copy { range, .. } if *range == big))
                 .count();
             assert!(big_copies >= 2, "the big tensor is split over slot reads");
-            let waits = dev.log.iter().filter(|e| matches!(e, Event::Wait(_))).count();
-            assert!(waits > RING.slots, "slots were reused (more copies than slots)");
+            let waits = dev
+                .log
+                .iter()
+                .filter(|e| matches!(e, Event::Wait(_)))
+                .count();
+            assert!(
+                waits > RING.slots,
+                "slots were reused (more copies than slots)"
+            );
         }
     }
 }
@@ -258,7 +277,11 @@ fn seed_003_a_shard_shortened_after_open_is_end_of_file_with_nothing_copied_for_
             two_shards(dir.path());
             let ckpt = Checkpoint::open(dir.path()).expect("open");
             let shard2 = ckpt.shards()[1].clone();
-            let last = ckpt.tensors().iter().rposition(|t| t.shard == 1).expect("a tensor");
+            let last = ckpt
+                .tensors()
+                .iter()
+                .rposition(|t| t.shard == 1)
+                .expect("a tensor");
             let t = &ckpt.tensors()[last];
             // Cut the shard in the middle of its last tensor.
             std::fs::OpenOptions::new()
@@ -269,14 +292,25 @@ fn seed_003_a_shard_shortened_after_open_is_end_of_file_with_nothing_copied_for_
             let mut e = engine(choice);
             let mut dev = FakeDevice::new(ckpt.tensor_lengths());
             match ckpt.load(&mut e, policy, RING, &mut dev) {
-                Err(Error::EndOfFile { path, offset, wanted, .. }) => {
+                Err(Error::EndOfFile {
+                    path,
+                    offset,
+                    wanted,
+                    ..
+                }) => {
                     assert_eq!(path, shard2, "names the shortened shard");
-                    assert_eq!((offset, wanted), (t.offset, t.len), "names the tensor's bytes");
+                    assert_eq!(
+                        (offset, wanted),
+                        (t.offset, t.len),
+                        "names the tensor's bytes"
+                    );
                 }
                 other => panic!("{choice:?}/{policy:?}: wanted EndOfFile, got {other:?}"),
             }
             assert!(
-                !dev.log.iter().any(|e| matches!(e, Event::Copy { range, .. } if *range == last)),
+                !dev.log
+                    .iter()
+                    .any(|e| matches!(e, Event::Copy { range, .. } if *range == last)),
                 "nothing copied for the cut tensor"
             );
             dev.assert_every_copy_waited();

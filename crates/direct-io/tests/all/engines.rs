@@ -44,14 +44,21 @@ fn stream_sizes(root: &Path, engine: &mut Engine, policy: CachePolicy, label: &s
         let report = engine
             .stream(&file, &ranges, ring, &mut sink)
             .unwrap_or_else(|e| panic!("{label}: stream of {size}: {e}"));
-        assert_eq!(report.engine, engine.kind(), "{label}: report names the engine");
+        assert_eq!(
+            report.engine,
+            engine.kind(),
+            "{label}: report names the engine"
+        );
         assert_eq!(
             report.read_calls, report.slot_reads,
             "{label}: one read request per slot read"
         );
         for (r, got) in ranges.iter().zip(sink.buffers()) {
             let want = &data[r.offset as usize..(r.offset + r.len) as usize];
-            assert!(got == want, "{label}: range {r:?} of {size} has the file's bytes");
+            assert!(
+                got == want,
+                "{label}: range {r:?} of {size} has the file's bytes"
+            );
         }
         // A range past the end is EndOfFile before anything is read.
         let past = [ByteRange {
@@ -71,7 +78,12 @@ fn each_engine_forced_streams_the_files_bytes_direct_and_buffered() {
     for choice in [EngineChoice::IoUring, EngineChoice::Threads] {
         let mut e = engine(choice);
         for policy in [CachePolicy::Direct, CachePolicy::Buffered] {
-            stream_sizes(dir.path(), &mut e, policy, &format!("{choice:?}/{policy:?}"));
+            stream_sizes(
+                dir.path(),
+                &mut e,
+                policy,
+                &format!("{choice:?}/{policy:?}"),
+            );
         }
     }
 }
@@ -115,14 +127,19 @@ fn registered_buffers_are_used_by_io_uring_and_not_by_threads() {
             ),
             _ => assert_eq!(r.registered_buffers, direct_io::RegisteredBuffers::NotUsed),
         }
-        assert!(sink.buffers()[0] == data[7..99_007], "bytes equal the file's");
+        assert!(
+            sink.buffers()[0] == data[7..99_007],
+            "bytes equal the file's"
+        );
     }
 }
 
 /// BPF for "io_uring_setup fails with EPERM, everything else is allowed".
 fn install_seccomp_denying_io_uring_setup() {
-    const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-    const BPF_JEQ_K: u16 = 0x05 | 0x10 | 0x00;
+    // BPF_LD (0x00) | BPF_W (0x00) | BPF_ABS (0x20).
+    const BPF_LD_W_ABS: u16 = 0x20;
+    // BPF_JMP (0x05) | BPF_JEQ (0x10) | BPF_K (0x00).
+    const BPF_JEQ_K: u16 = 0x15;
     const BPF_RET_K: u16 = 0x06;
     const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
     #[cfg(target_arch = "x86_64")]
@@ -156,7 +173,12 @@ fn install_seccomp_denying_io_uring_setup() {
     };
     // SAFETY: prctl with constant arguments; required before an unprivileged filter.
     let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-    assert_eq!(rc, 0, "PR_SET_NO_NEW_PRIVS: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "PR_SET_NO_NEW_PRIVS: {}",
+        std::io::Error::last_os_error()
+    );
     // SAFETY: prog points at a filter that lives across the call; TSYNC applies it to every
     // thread of this (child) process.
     let rc = unsafe {
@@ -175,7 +197,10 @@ fn install_seccomp_denying_io_uring_setup() {
 fn seccomp_child() {
     install_seccomp_denying_io_uring_setup();
     let forced = Engine::new(EngineChoice::IoUring, EngineConfig::default());
-    assert!(forced.is_err(), "a forced io_uring is an error under the filter");
+    assert!(
+        forced.is_err(),
+        "a forced io_uring is an error under the filter"
+    );
     let mut e = Engine::new(EngineChoice::Auto, EngineConfig::default()).expect("auto engine");
     assert_eq!(e.kind(), EngineKind::Threads, "auto falls back to threads");
     assert!(
@@ -194,7 +219,10 @@ fn seccomp_child() {
     let mut sink = HostSink::for_ranges(&ranges);
     e.stream(&file, &ranges, RingConfig::default(), &mut sink)
         .expect("stream on threads");
-    assert!(sink.buffers()[0] == data[1..49_999], "bytes equal the file's");
+    assert!(
+        sink.buffers()[0] == data[1..49_999],
+        "bytes equal the file's"
+    );
     println!("SECCOMP-CHILD-OK reason={}", e.reason());
 }
 
@@ -206,7 +234,12 @@ fn heavy_io_uring_refused_by_seccomp_falls_back_to_threads() {
     }
     // io_uring works in this (parent) process: Auto picks it.
     let auto = Engine::new(EngineChoice::Auto, EngineConfig::default()).expect("auto engine");
-    assert_eq!(auto.kind(), EngineKind::IoUring, "io_uring is available here: {:?}", auto.reason());
+    assert_eq!(
+        auto.kind(),
+        EngineKind::IoUring,
+        "io_uring is available here: {:?}",
+        auto.reason()
+    );
     assert_eq!(auto.reason(), &EngineReason::IoUringAvailable);
     let exe = std::env::current_exe().expect("path of the test binary");
     let out = std::process::Command::new(exe)
@@ -226,5 +259,8 @@ fn heavy_io_uring_refused_by_seccomp_falls_back_to_threads() {
         "child under seccomp: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
-    assert!(stdout.contains("errno 1"), "the child reports EPERM: {stdout}");
+    assert!(
+        stdout.contains("errno 1"),
+        "the child reports EPERM: {stdout}"
+    );
 }

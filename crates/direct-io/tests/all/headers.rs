@@ -3,8 +3,7 @@
 
 use crate::checkpoint::write_safetensors;
 use direct_io::{
-    parse_safetensors_header, read_safetensors_header, CachePolicy, DirectFile, Error,
-    HeaderRule,
+    parse_safetensors_header, read_safetensors_header, CachePolicy, DirectFile, Error, HeaderRule,
 };
 use proptest::prelude::*;
 use std::path::Path;
@@ -21,34 +20,76 @@ fn rule_of(json: &str, data_len: u64) -> (Option<String>, HeaderRule) {
 fn each_rule_is_named_with_its_tensor() {
     let t = |s: &str| Some(s.to_string());
     assert_eq!(
-        rule_of(r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}"#, 4),
+        rule_of(
+            r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}"#,
+            4
+        ),
         (t("a"), HeaderRule::DuplicateName)
     );
     assert_eq!(
-        rule_of(r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}"#, 6),
+        rule_of(
+            r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}"#,
+            6
+        ),
         (t("b"), HeaderRule::Overlap { other: "a".into() })
     );
     assert_eq!(
-        rule_of(r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#, 3),
-        (t("a"), HeaderRule::OutOfBounds { end: 4, data_len: 3 })
+        rule_of(
+            r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#,
+            3
+        ),
+        (
+            t("a"),
+            HeaderRule::OutOfBounds {
+                end: 4,
+                data_len: 3
+            }
+        )
     );
     assert_eq!(
-        rule_of(r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#, 8),
-        (t("a"), HeaderRule::SizeMismatch { expected: Some(8), actual: 4 })
+        rule_of(
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#,
+            8
+        ),
+        (
+            t("a"),
+            HeaderRule::SizeMismatch {
+                expected: Some(8),
+                actual: 4
+            }
+        )
     );
     assert_eq!(
-        rule_of(r#"{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}"#, 8),
-        (t("a"), HeaderRule::SizeMismatch { expected: None, actual: 4 })
+        rule_of(
+            r#"{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}"#,
+            8
+        ),
+        (
+            t("a"),
+            HeaderRule::SizeMismatch {
+                expected: None,
+                actual: 4
+            }
+        )
     );
     assert_eq!(
-        rule_of(r#"{"a":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}}"#, 1),
+        rule_of(
+            r#"{"a":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}}"#,
+            1
+        ),
         (t("a"), HeaderRule::UnknownDtype("Q9".into()))
     );
     assert_eq!(
-        rule_of(r#"{"a":{"dtype":"U8","shape":[0],"data_offsets":[3,1]}}"#, 4),
+        rule_of(
+            r#"{"a":{"dtype":"U8","shape":[0],"data_offsets":[3,1]}}"#,
+            4
+        ),
         (t("a"), HeaderRule::BadOffsets { begin: 3, end: 1 })
     );
-    assert!(matches!(rule_of("{not json", 0), (None, HeaderRule::Json(_))));
+    assert!(matches!(
+        rule_of("{not json", 0),
+        (None, HeaderRule::Json(_))
+    ));
     assert!(matches!(
         rule_of(r#"{"__metadata__":{"k":1}}"#, 0),
         (None, HeaderRule::Json(_))
@@ -76,12 +117,18 @@ fn header_length_beyond_the_file_is_refused_before_reading_it() {
         matches!(err, Error::Header { rule: HeaderRule::HeaderLength { declared, limit: 2 }, .. } if declared == 1 << 40),
         "{err}"
     );
-    assert!(err.to_string().contains("lies.safetensors"), "names the file: {err}");
+    assert!(
+        err.to_string().contains("lies.safetensors"),
+        "names the file: {err}"
+    );
     std::fs::write(&path, b"abc").expect("write");
     let file = DirectFile::open_with(&path, CachePolicy::Buffered).expect("open");
     assert!(matches!(
         read_safetensors_header(&file),
-        Err(Error::Header { rule: HeaderRule::MissingLengthPrefix { file_size: 3 }, .. })
+        Err(Error::Header {
+            rule: HeaderRule::MissingLengthPrefix { file_size: 3 },
+            ..
+        })
     ));
 }
 
@@ -89,7 +136,12 @@ fn header_length_beyond_the_file_is_refused_before_reading_it() {
 fn a_valid_file_parses_as_the_safetensors_crate_reads_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("m.safetensors");
-    write_safetensors(&path, &[("w", "F16", 5), ("x", "U8", 3), ("y", "F32", 7)], 6, 1);
+    write_safetensors(
+        &path,
+        &[("w", "F16", 5), ("x", "U8", 3), ("y", "F32", 7)],
+        6,
+        1,
+    );
     let file = DirectFile::open(&path).expect("open");
     let ours = read_safetensors_header(&file).expect("parse");
     let bytes = std::fs::read(&path).expect("read");
@@ -97,7 +149,12 @@ fn a_valid_file_parses_as_the_safetensors_crate_reads_it() {
     for t in &ours.tensors {
         let view = theirs.tensor(&t.name).expect("the crate has the tensor");
         let start = t.offset as usize;
-        assert_eq!(view.data(), &bytes[start..start + t.len as usize], "{} bytes", t.name);
+        assert_eq!(
+            view.data(),
+            &bytes[start..start + t.len as usize],
+            "{} bytes",
+            t.name
+        );
     }
     assert_eq!(ours.tensors.len(), theirs.len());
 }
@@ -145,7 +202,10 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         any::<usize>().prop_map(Mutation::Truncate),
         (any::<usize>(), prop::collection::vec(any::<u8>(), 1..8))
             .prop_map(|(i, b)| Mutation::Insert(i, b)),
-        (any::<usize>(), prop::collection::vec(prop::sample::select(b"{}[]\",:0123456789e-".to_vec()), 1..6))
+        (
+            any::<usize>(),
+            prop::collection::vec(prop::sample::select(b"{}[]\",:0123456789e-".to_vec()), 1..6)
+        )
             .prop_map(|(i, b)| Mutation::Insert(i, b)),
         (any::<usize>(), any::<u8>()).prop_map(|(i, d)| Mutation::Digit(i, d)),
     ]

@@ -101,7 +101,7 @@ fn check_sizes(root: &Path, kind: FsKind) {
     }
 }
 
-fn expect_direct(root: &Path, kind: FsKind) -> ReadMode {
+fn probe_mode(root: &Path) -> ReadMode {
     let path = root.join("mode-probe");
     write_pattern(&path, 8192);
     let file = DirectFile::open(&path).expect("open the probe");
@@ -110,7 +110,9 @@ fn expect_direct(root: &Path, kind: FsKind) -> ReadMode {
 
 #[test]
 fn read_at_matches_buffered_reads_on_the_default_filesystem() {
-    run_or_skip(FsKind::DefaultTmp, |root| check_sizes(root, FsKind::DefaultTmp));
+    run_or_skip(FsKind::DefaultTmp, |root| {
+        check_sizes(root, FsKind::DefaultTmp)
+    });
 }
 
 #[test]
@@ -123,7 +125,7 @@ fn heavy_read_at_matches_buffered_reads_on_every_mounted_filesystem() {
         FsKind::Tmpfs,
     ] {
         run_or_skip(kind, |root| {
-            let mode = expect_direct(root, kind);
+            let mode = probe_mode(root);
             eprintln!("{}: read mode {mode:?}", kind.name());
             check_sizes(root, kind);
             let path = root.join("f10000");
@@ -132,14 +134,26 @@ fn heavy_read_at_matches_buffered_reads_on_every_mounted_filesystem() {
             match kind {
                 FsKind::Ext4 | FsKind::Xfs => {
                     assert!(mode.is_direct(), "{}: O_DIRECT accepted", kind.name());
-                    assert_eq!(a.source, AlignmentSource::Statx, "{}: statx reports", kind.name());
+                    assert_eq!(
+                        a.source,
+                        AlignmentSource::Statx,
+                        "{}: statx reports",
+                        kind.name()
+                    );
                 }
                 FsKind::Xfs4k => {
                     assert!(mode.is_direct(), "xfs-4k: O_DIRECT accepted");
-                    assert_eq!(a.offset, 4096, "xfs on 4096-byte sectors needs 4096 offsets");
+                    assert_eq!(
+                        a.offset, 4096,
+                        "xfs on 4096-byte sectors needs 4096 offsets"
+                    );
                 }
                 FsKind::Btrfs => {
-                    assert_ne!(a.source, AlignmentSource::Statx, "btrfs reports no DIOALIGN here");
+                    assert_ne!(
+                        a.source,
+                        AlignmentSource::Statx,
+                        "btrfs reports no DIOALIGN here"
+                    );
                     assert!(a.offset >= 4096, "btrfs falls back to at least 4096");
                 }
                 _ => {}
@@ -169,7 +183,9 @@ fn a_file_shortened_after_open_is_end_of_file_not_a_failed_read() {
         .and_then(|f| f.set_len(9000))
         .expect("shorten the file");
     let before = file.read_calls();
-    let got = file.read_at(8192, &mut buf).expect("a short read, not an error");
+    let got = file
+        .read_at(8192, &mut buf)
+        .expect("a short read, not an error");
     assert_eq!(got, 808, "the bytes the file still holds");
     assert_eq!(&buf[..808], &data[8192..9000], "and they are the file's");
     assert!(
@@ -228,4 +244,16 @@ fn probing_residency_picks_buffered_for_a_cached_file_and_direct_otherwise() {
     }
     let forced = DirectFile::open_with(&path, CachePolicy::Buffered).expect("open buffered");
     assert!(!forced.mode().is_direct(), "buffered when asked");
+}
+
+/// Where O_DIRECT is refused at open (EINVAL; procfs here, FUSE and some network filesystems
+/// elsewhere) the file is opened for buffered reads and the mode says why.
+#[test]
+fn o_direct_refused_at_open_falls_back_to_buffered_and_says_so() {
+    let file = DirectFile::open("/proc/version").expect("open a procfs file");
+    assert_eq!(
+        file.mode(),
+        &ReadMode::Buffered(direct_io::BufferedReason::DirectRefused),
+        "procfs refuses O_DIRECT with EINVAL"
+    );
 }

@@ -215,3 +215,25 @@ fn symlink_at_temp_name_is_never_followed() {
         "nothing created through the link"
     );
 }
+
+#[test]
+fn create_dir_all_durable_refuses_a_file_in_the_way() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    put(dir.path().join("file"), b"x").expect("put");
+    let err = create_dir_all_durable(dir.path().join("file/sub"), 0o755)
+        .expect_err("a file where a directory should be");
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::AlreadyExists | ErrorKind::NotADirectory
+        ),
+        "{err}"
+    );
+    let err = create_dir_all_durable(dir.path().join("file"), 0o755).expect_err("file itself");
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
+    assert_eq!(
+        std::fs::read(dir.path().join("file")).expect("read"),
+        b"x",
+        "file untouched"
+    );
+}

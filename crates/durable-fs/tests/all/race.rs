@@ -89,6 +89,30 @@ fn child_main_if_requested() {
     };
     let dir = std::env::var_os("DFS_RACE_DIR").expect("DFS_RACE_DIR set for children");
     let path = Path::new(&dir).join(FILE);
+    if role == "killed-writer" {
+        // Put forever, announcing each finished put; the parent kills us with SIGKILL. With
+        // DFS_KILL_MID_PUT set, the first put stops halfway through its write, says so, and waits
+        // on stdin (which the parent never writes), so the kill lands with the temp open.
+        let stop_mid_put = std::env::var_os("DFS_KILL_MID_PUT").is_some();
+        for round in 0u64.. {
+            let bytes = contents(round);
+            durable_fs::put_with(&path, |f| {
+                for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+                    f.write_all(chunk)?;
+                    if stop_mid_put && i == LEN / CHUNK / 2 {
+                        println!("writing {round}");
+                        std::io::stdout().flush()?;
+                        let mut byte = [0u8; 1];
+                        std::io::stdin().read_exact(&mut byte)?;
+                    }
+                }
+                Ok(())
+            })
+            .expect("durable put");
+            println!("put {round}");
+            std::io::stdout().flush().expect("flush stdout");
+        }
+    }
     let id: u64 = std::env::var("DFS_RACE_ID")
         .expect("DFS_RACE_ID set")
         .parse()
@@ -228,4 +252,99 @@ fn heavy_seed004_race_negative_control_in_place_writer_tears() {
         seen.push(tally);
     }
     panic!("the check never caught the in-place writer tearing reads: {seen:?}");
+}
+
+/// kill -9 in the middle of puts: the target is one whole version, at most one temp is left,
+/// the dead writer's lock went with it, and a sweep reclaims the temp.
+#[test]
+fn heavy_kill_9_mid_put_leaves_whole_target_and_sweepable_temp() {
+    child_main_if_requested();
+    let dir = tempfile::tempdir().expect("temp dir");
+    // An old version to keep: the first writer dies before its first put completes.
+    durable_fs::put(dir.path().join(FILE), &contents(u64::MAX)).expect("put the old version");
+    for attempt in 0..3u32 {
+        // The first writer is killed in the middle of a put, the others between or during puts.
+        let mid_put = attempt == 0;
+        let mut child = Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "race::heavy_kill_9_mid_put_leaves_whole_target_and_sweepable_temp",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("DFS_RACE_ROLE", "killed-writer")
+            .env("DFS_RACE_DIR", dir.path())
+            .env("DFS_RACE_ID", "0")
+            .env(
+                if mid_put {
+                    "DFS_KILL_MID_PUT"
+                } else {
+                    "DFS_UNUSED"
+                },
+                "1",
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the writer");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        // Kill it mid-put (it announced the half-written temp) or after a few finished puts.
+        let wanted = if mid_put { 1 } else { 2 + attempt as usize };
+        let marker = if mid_put { "writing " } else { "put " };
+        let mut seen = 0;
+        while seen < wanted {
+            let line = lines
+                .next()
+                .expect("writer alive")
+                .expect("read writer output");
+            if line.contains(marker) {
+                seen += 1;
+            }
+        }
+        child.kill().expect("SIGKILL the writer");
+        child.wait().expect("reap the writer");
+        let bytes = read_all(&dir.path().join(FILE)).expect("the target exists");
+        assert!(
+            is_whole(&bytes),
+            "after kill -9 the target is one whole version"
+        );
+        let temps = crate::common::temps(dir.path());
+        assert!(
+            temps.len() <= 1,
+            "at most the one in-flight temp: {temps:?}"
+        );
+        eprintln!(
+            "attempt {attempt}: {} temp(s) left by the killed writer",
+            temps.len()
+        );
+        if mid_put {
+            assert_eq!(temps.len(), 1, "a writer killed mid-put leaves its temp");
+            assert_eq!(
+                bytes,
+                contents(u64::MAX),
+                "a put killed mid-write left the old version"
+            );
+        }
+        let report = durable_fs::sweep(
+            dir.path(),
+            &durable_fs::SweepPolicy {
+                max_age: std::time::Duration::ZERO,
+            },
+        )
+        .expect("sweep");
+        assert_eq!(
+            report.skipped_live, 0,
+            "a dead writer holds no lock: {report:?}"
+        );
+        assert_eq!(
+            report.removed.len(),
+            temps.len(),
+            "the leftover temp is reclaimed"
+        );
+        assert!(
+            crate::common::temps(dir.path()).is_empty(),
+            "nothing left after the sweep"
+        );
+    }
 }

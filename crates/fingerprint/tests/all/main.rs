@@ -1,6 +1,7 @@
 //! Integration tests of the `fingerprint` crate, one module per topic.
 
 mod bad_input;
+mod filesystems;
 mod identity;
 mod manifest;
 mod props;

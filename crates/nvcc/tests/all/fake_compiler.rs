@@ -283,3 +283,65 @@ fn open_pidfd(pid: i32) -> i32 {
     assert!(fd >= 0, "pidfd_open({pid}) works on this kernel");
     fd as i32
 }
+
+/// A [`Runner`] with no process at all: it plays the compiler by writing the `-o` and `-MF` files.
+struct InProcessCompiler {
+    exit_code: i32,
+}
+
+impl Runner for InProcessCompiler {
+    fn run(
+        &self,
+        _program: &std::path::Path,
+        args: &[OsString],
+        opts: &RunOptions,
+    ) -> Result<nvcc::RunOutput, Error> {
+        use std::os::unix::process::ExitStatusExt;
+        let after = |flag: &str| {
+            let at = args.iter().position(|a| a == flag).expect("flag present");
+            let dir = opts
+                .working_dir
+                .clone()
+                .expect("the job sets a working dir");
+            dir.join(&args[at + 1])
+        };
+        std::fs::write(after("-o"), b"cubin").expect("write output");
+        std::fs::write(after("-MF"), b"out: in.cu a.h\n").expect("write depfile");
+        Ok(nvcc::RunOutput {
+            status: std::process::ExitStatus::from_raw(self.exit_code << 8),
+            stdout: Vec::new(),
+            stderr: b"in.cu(1): warning #1-D: careful\n".to_vec(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            timed_out: false,
+            duration: Duration::from_millis(1),
+        })
+    }
+}
+
+#[test]
+fn the_runner_seam_takes_a_fake_and_the_status_still_decides() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let nvcc = Nvcc::at(script(dir.path(), "nvcc", "exit 99\n")).expect("placeholder binary");
+    let job = CompileJob::new("in.cu", "out", OutputKind::Cubin).working_dir(dir.path());
+    let ok = nvcc
+        .compile_with(&job, &InProcessCompiler { exit_code: 0 })
+        .expect("the fake runner's success is a success");
+    assert_eq!(
+        ok.headers,
+        vec![dir.path().join("a.h")],
+        "headers from the fake's depfile"
+    );
+    assert_eq!(
+        ok.diagnostics[0].severity,
+        Severity::Warning,
+        "warnings are parsed on success"
+    );
+    let err = nvcc
+        .compile_with(&job, &InProcessCompiler { exit_code: 1 })
+        .expect_err("exit 1 fails even though output and depfile were written");
+    assert!(
+        matches!(err, Error::Failed(_)),
+        "a failed status is a failure: {err}"
+    );
+}

@@ -2,7 +2,9 @@
 
 use powercut_fs::{CutMode, Options};
 
-use crate::util::{all_modes, payload, publish_artifact, short_workload, short_workload_baseline, sweep, Flaw};
+use crate::util::{
+    all_modes, payload, publish_artifact, short_workload, short_workload_baseline, sweep, Flaw,
+};
 
 #[test]
 fn heavy_a_put_without_the_file_fsync_loses_or_tears_data() {

@@ -4,6 +4,7 @@
 
 mod controls;
 mod counters;
+mod durable;
 mod posix;
 mod sweep;
 mod util;

@@ -48,14 +48,22 @@ fn heavy_files_directories_links_and_renames_behave_as_on_a_real_filesystem() {
         std::fs::rename(root.join("c"), &a).expect("plain rename back");
 
         std::fs::hard_link(&a, root.join("a2")).expect("link");
-        assert_eq!(std::fs::metadata(&a).expect("stat a").nlink(), 2, "two names");
+        assert_eq!(
+            std::fs::metadata(&a).expect("stat a").nlink(),
+            2,
+            "two names"
+        );
         assert_eq!(
             errno(std::fs::hard_link(&a, &b)),
             Some(libc::EEXIST),
             "link onto an existing name"
         );
         std::fs::remove_file(root.join("a2")).expect("unlink the second name");
-        assert_eq!(std::fs::metadata(&a).expect("stat a").nlink(), 1, "one name");
+        assert_eq!(
+            std::fs::metadata(&a).expect("stat a").nlink(),
+            1,
+            "one name"
+        );
 
         std::fs::create_dir(&d).expect("mkdir");
         assert_eq!(

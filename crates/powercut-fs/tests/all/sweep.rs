@@ -2,7 +2,9 @@
 
 use powercut_fs::Options;
 
-use crate::util::{all_modes, payload, publish_artifact, short_workload, short_workload_baseline, sweep, Flaw};
+use crate::util::{
+    all_modes, payload, publish_artifact, short_workload, short_workload_baseline, sweep, Flaw,
+};
 
 #[test]
 fn heavy_a_correct_put_is_whole_or_absent_with_the_old_intact_at_every_crash_point() {
@@ -35,7 +37,10 @@ fn heavy_a_correct_put_is_whole_or_absent_with_the_old_intact_at_every_crash_poi
         eprintln!(
             "swept {} crash points, {} operations checked",
             outcomes.len(),
-            outcomes.iter().map(|o| o.verdict.operations_checked).sum::<u64>()
+            outcomes
+                .iter()
+                .map(|o| o.verdict.operations_checked)
+                .sum::<u64>()
         );
     });
 }

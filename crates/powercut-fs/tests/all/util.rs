@@ -113,7 +113,7 @@ pub fn write_in_place(dir: &Path, name: &str, bytes: &[u8], fsync: bool) -> io::
 
 /// The jit-cache publish order, right or wrong: the artifact is written in place, the meta file
 /// that names it is published with a correct put; `meta_first` publishes the meta before the
-/// artifact's fsync (the bug), otherwise after.
+/// artifact's fsync (the bug), otherwise after the artifact's fsync and its directory's fsync.
 pub fn publish_artifact(
     ledger: &mut Ledger,
     root: &Path,
@@ -129,7 +129,10 @@ pub fn publish_artifact(
         fsync_path(&root.join("artifact"))?;
         ledger.succeeded("artifact");
     } else {
+        // The artifact's data and its name must both be durable before the meta names it: a
+        // filesystem may persist the meta's rename without the artifact's earlier create.
         fsync_path(&root.join("artifact"))?;
+        rustix::fs::fsync(open_dir(root)?)?;
         ledger.succeeded("artifact");
         ledgered_put(ledger, root, "meta", &meta, Flaw::None)?;
     }
