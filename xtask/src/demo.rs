@@ -10,7 +10,15 @@ use std::time::Instant;
 
 pub fn run(_args: &[String]) -> Result<()> {
     let nvcc = crate::setup::run(&[])?.nvcc;
-    util::run_checked(util::cargo().args(["build", "--release", "-q", "-p", "jit-cache", "--bin", "jit-cache"]))?;
+    util::run_checked(util::cargo().args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "jit-cache",
+        "--bin",
+        "jit-cache",
+    ]))?;
     let root = util::workspace_root();
     let cli = util::target_dir().join("release/jit-cache");
     let cache = root.join("target/demo/cache");
@@ -28,7 +36,11 @@ pub fn run(_args: &[String]) -> Result<()> {
         .collect();
     kernels.sort();
     let include = work.join("include");
-    println!("demo cache: {}\ncompiler:   {}\n", cache.display(), nvcc.display());
+    println!(
+        "demo cache: {}\ncompiler:   {}\n",
+        cache.display(),
+        nvcc.display()
+    );
 
     let build = |source: &Path| -> Result<(String, f64)> {
         let start = Instant::now();
@@ -44,7 +56,11 @@ pub fn run(_args: &[String]) -> Result<()> {
             .with_context(|| format!("run {}", cli.display()))?;
         let ms = start.elapsed().as_secs_f64() * 1e3;
         if !out.status.success() {
-            bail!("jit-cache build {} failed: {}", source.display(), String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "jit-cache build {} failed: {}",
+                source.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
         println!("  {line}");
@@ -60,19 +76,37 @@ pub fn run(_args: &[String]) -> Result<()> {
             bail!("expected a hit on the second build, got `{line}`");
         }
     }
-    println!("3. edit the shared header include/tile.cuh: only the kernel that includes it is rebuilt");
+    println!(
+        "3. edit the shared header include/tile.cuh: only the kernel that includes it is rebuilt"
+    );
     let header = include.join("tile.cuh");
     let text = std::fs::read_to_string(&header)?;
     std::fs::write(&header, text.replace("#define TILE 16", "#define TILE 32"))?;
     let after: Vec<(String, f64)> = kernels.iter().map(|k| build(k)).collect::<Result<_>>()?;
-    if !after.iter().any(|(line, _)| line.contains("rebuilt (header `tile.cuh` changed")) {
+    if !after
+        .iter()
+        .any(|(line, _)| line.contains("rebuilt (header `tile.cuh` changed"))
+    {
         bail!("the header edit did not produce a rebuild naming the header");
     }
 
-    println!("\n{:<14} {:>10} {:>10} {:>9}   after header edit", "kernel", "cold ms", "warm ms", "speedup");
+    println!(
+        "\n{:<14} {:>10} {:>10} {:>9}   after header edit",
+        "kernel", "cold ms", "warm ms", "speedup"
+    );
     for (i, kernel) in kernels.iter().enumerate() {
-        let name = kernel.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let outcome = after[i].0.split(": ").nth(1).unwrap_or("").split(" /").next().unwrap_or("");
+        let name = kernel
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let outcome = after[i]
+            .0
+            .split(": ")
+            .nth(1)
+            .unwrap_or("")
+            .split(" /")
+            .next()
+            .unwrap_or("");
         println!(
             "{:<14} {:>10.1} {:>10.1} {:>8.0}x   {}",
             name,
@@ -84,7 +118,12 @@ pub fn run(_args: &[String]) -> Result<()> {
     }
     println!("(each time is a whole `jit-cache build` process; the library's own hit costs microseconds: `cargo xtask bench jit-cache`)\n");
     println!("$ jit-cache stats");
-    util::run_checked(Command::new(&cli).arg("--cache-dir").arg(&cache).arg("stats"))?;
+    util::run_checked(
+        Command::new(&cli)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("stats"),
+    )?;
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 //! - `gpu-check`: the GPU run (see `gpu_check.rs`).
 
 mod bench;
+mod crash_test;
 mod demo;
 mod setup;
 mod test;
@@ -25,6 +26,7 @@ fn main() -> Result<()> {
         "setup" => setup::run(&rest).map(|paths| println!("nvcc: {}", paths.nvcc.display())),
         "bench" => bench::run(&rest),
         "demo" => demo::run(&rest),
+        "crash-test" => crash_test::run(&rest),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check>");
             Ok(())

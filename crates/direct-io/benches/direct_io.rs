@@ -228,18 +228,19 @@ fn main() {
         .filter_map(|c| run_fio(&big, c, Some(&probe)).map(|s| (c, s)))
         .max_by(|a, b| a.1.gbps.total_cmp(&b.1.gbps));
     let engine_cfg = EngineConfig {
-        queue_depth: 32,
-        threads: 8,
+        queue_depth: 64,
+        threads: 32,
         registered_buffers: true,
     };
     let ring = RingConfig {
-        slots: 16,
+        slots: 32,
         slot_size: 1 << 20,
     };
 
     let mut names: Vec<String> = Vec::new();
     let mut results: Vec<Vec<Sample>> = Vec::new();
     let mut record = |name: String, s: Sample| {
+        eprintln!("  {name}: {:.3} GB/s, {:.1}% CPU", s.gbps, s.cpu_pct);
         if let Some(i) = names.iter().position(|n| *n == name) {
             results[i].push(s);
         } else {
@@ -257,9 +258,37 @@ fn main() {
                 );
             }
         }
-        for choice in [EngineChoice::IoUring, EngineChoice::Threads] {
+        let big_slots = RingConfig {
+            slots: 8,
+            slot_size: 4 << 20,
+        };
+        let mut contenders = vec![
+            (EngineChoice::IoUring, ring),
+            (EngineChoice::IoUring, big_slots),
+            (EngineChoice::Threads, ring),
+        ];
+        // Extra ring shapes to compare, as "SLOTSxMIB,SLOTSxMIB" (io_uring).
+        if let Ok(extra) = std::env::var("DIRECT_IO_BENCH_RINGS") {
+            for shape in extra.split(',') {
+                if let Some((n, m)) = shape.split_once('x') {
+                    if let (Ok(n), Ok(m)) = (n.parse::<usize>(), m.parse::<usize>()) {
+                        let r = RingConfig {
+                            slots: n,
+                            slot_size: m << 20,
+                        };
+                        contenders.push((EngineChoice::IoUring, r));
+                    }
+                }
+            }
+        }
+        for (choice, ring) in contenders {
             let mut engine = Engine::new(choice, engine_cfg).expect("engine");
-            let name = format!("direct-io {} (16 x 1 MiB slots)", engine.kind().name());
+            let name = format!(
+                "direct-io {} ({} x {} MiB slots)",
+                engine.kind().name(),
+                ring.slots,
+                ring.slot_size >> 20
+            );
             let s = measure(&mut || {
                 let file = DirectFile::open(&big).expect("open");
                 let mut sink = Discard(0);

@@ -92,6 +92,12 @@ impl UringBackend {
     }
 
     pub(crate) fn complete(&mut self) -> std::io::Result<Done> {
+        // Hand queued entries to the kernel before reaping, so refills go out while earlier
+        // completions are handled and the queue depth stays full.
+        if self.unsubmitted > 0 {
+            self.ring.submit()?;
+            self.unsubmitted = 0;
+        }
         loop {
             if let Some(done) = self.pool.as_mut().and_then(|p| p.try_complete()) {
                 self.pool_inflight -= 1;

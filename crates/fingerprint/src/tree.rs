@@ -249,7 +249,7 @@ pub fn hash_tree(
                 ErrorKind::Io(io::Error::other("internal: an entry was left unhashed")),
             ));
         };
-        h.bytes(item.rel()).u64(0).digest(&digest);
+        h.bytes(item.rel()).u64(kind.code()).digest(&digest);
         files.push((escape_bytes(item.rel()), digest));
         kinds.push(kind);
     }

@@ -33,11 +33,16 @@ impl Cache {
         progress: &(dyn Fn(Progress<'_>) + Sync),
     ) -> Vec<Result<Built>> {
         let workers = parallelism
-            .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            })
             .clamp(1, specs.len().max(1));
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
-        let results: Mutex<Vec<Option<Result<Built>>>> = Mutex::new((0..specs.len()).map(|_| None).collect());
+        let results: Mutex<Vec<Option<Result<Built>>>> =
+            Mutex::new((0..specs.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| loop {
@@ -45,7 +50,12 @@ impl Cache {
                     let Some(spec) = specs.get(i) else { break };
                     let result = self.get_or_build(spec);
                     let finished = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    progress(Progress { done: finished, total: specs.len(), spec, result: &result });
+                    progress(Progress {
+                        done: finished,
+                        total: specs.len(),
+                        spec,
+                        result: &result,
+                    });
                     results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
                 });
             }
@@ -54,7 +64,11 @@ impl Cache {
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Compiler("batch worker stopped".into()))))
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(crate::error::Error::Compiler("batch worker stopped".into()))
+                })
+            })
             .collect()
     }
 }

@@ -17,8 +17,8 @@ use crate::layout::Layout;
 use crate::records::{write_record, FailureInputs, FailureRecord, SlotRecord};
 use crate::spec::{KernelSpec, Source};
 use crate::toolchain::Toolchain;
-use durable_fs::{LockMode, Published, StagingDir, Wait};
-use fingerprint::{Component, Digest};
+use durable_fs::{Published, StagingDir};
+use fingerprint::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -48,13 +48,32 @@ pub(crate) fn locked_build(
     prepared: &Prepared,
 ) -> Result<Built> {
     let lock_path = layout.lock_file(&prepared.key);
-    let _guard = durable_fs::lock(&lock_path, LockMode::Exclusive, Wait::Forever)?
-        .ok_or_else(|| Error::io("lock key", &lock_path, std::io::Error::other("lock not acquired")))?;
+    #[cfg(not(feature = "failpoints"))]
+    let _guard = durable_fs::lock(
+        &lock_path,
+        durable_fs::LockMode::Exclusive,
+        durable_fs::Wait::Forever,
+    )?
+    .ok_or_else(|| {
+        Error::io(
+            "lock key",
+            &lock_path,
+            std::io::Error::other("lock not acquired"),
+        )
+    })?;
+    // The crash-test harness logs every holder and can break the lock on purpose.
+    #[cfg(feature = "failpoints")]
+    let _guard = crate::failpoints::KeyLock::acquire(&lock_path, &prepared.key)?;
     failpoint("locked");
     // Another process may have published, or failed, while we waited for the lock.
     let lookup = cache.lookup(layout, prepared, spec.kind);
-    if let Some((_, artifact)) = lookup.hit {
-        return Ok(Built { artifact, outcome: Outcome::Hit, warning: None });
+    if let Some((meta, artifact)) = lookup.hit {
+        return Ok(Built {
+            artifact,
+            outcome: Outcome::Hit,
+            warning: None,
+            headers: Some(meta.headers.into()),
+        });
     }
     if let Some(failure) = cache.recorded_failure(layout, prepared) {
         return Err(Error::Compile(Arc::new(failure)));
@@ -68,6 +87,16 @@ pub(crate) fn locked_build(
     let scratch = StagingDir::new_in(&layout.dir("staging"))?;
     let artifact_name = entry::artifact_file_name(spec.kind);
     let output = staging.path().join(&artifact_name);
+    // Injected bug `in-place`: compile straight into the final entry directory.
+    #[cfg(feature = "failpoints")]
+    let in_place = crate::failpoints::in_place_dir(
+        layout.entry_dir(&prepared.key, &entry::variant_of(&[])),
+        layout.dir_mode(),
+    )?;
+    #[cfg(feature = "failpoints")]
+    let output = in_place
+        .as_ref()
+        .map_or(output, |dir| dir.join(&artifact_name));
     failpoint("compiling");
     let compiled = match compile(spec, toolchain, scratch.path(), &output) {
         Ok(compiled) => compiled,
@@ -90,10 +119,9 @@ pub(crate) fn locked_build(
             .collect::<Result<Vec<_>>>()?
     };
     let variant = entry::variant_of(&records);
-    let mut manifest = prepared.manifest.clone();
-    for record in &records {
-        manifest.insert(record.component_name(), Component { digest: record.digest, value: None });
-    }
+    // The manifest holds the key's components; the headers are listed beside it and enter
+    // manifests (for rebuild reasons) only when two variants are compared.
+    let manifest = prepared.manifest.clone();
     let meta = Meta {
         format: key::CACHE_FORMAT,
         name: spec.name.clone(),
@@ -112,6 +140,11 @@ pub(crate) fn locked_build(
     };
     failpoint("writing-meta");
     write_record(&staging.path().join(entry::META_FILE), &meta)?;
+    #[cfg(feature = "failpoints")]
+    if let Some(dir) = &in_place {
+        write_record(&dir.join(entry::META_FILE), &meta)?;
+        return open_in_place(dir, prepared, spec, &variant);
+    }
 
     let key_dir = layout.key_dir(&prepared.key);
     durable_fs::create_dir_all_durable(&key_dir, layout.dir_mode())?;
@@ -122,38 +155,108 @@ pub(crate) fn locked_build(
         move_to_trash(layout, &target)?;
     }
     failpoint("publishing");
+    // Injected bug `meta-first`: the entry goes public with meta.json, the artifact follows.
+    #[cfg(feature = "failpoints")]
+    let deferred = crate::failpoints::bug("meta-first").then(|| std::fs::remove_file(&output));
     let published = staging.commit_noreplace(&target)?;
     failpoint("published");
+    #[cfg(feature = "failpoints")]
+    if deferred.is_some() {
+        let path = target.join(&meta.artifact_file);
+        std::fs::write(&path, &compiled.artifact_bytes)
+            .map_err(|e| Error::io("write artifact (meta-first bug)", &path, e))?;
+    }
     cache.save_stat_cache();
     write_record(
         &layout.slot_file(&prepared.slot),
-        &SlotRecord { name: spec.name.clone(), key: prepared.key, variant, headers: records, manifest },
+        &SlotRecord {
+            name: spec.name.clone(),
+            key: prepared.key,
+            variant,
+            headers: records.clone(),
+            manifest,
+        },
     )?;
     prune_variants(layout, &key_dir, cache.options.max_variants)?;
     let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
     log_event(layout, "build", &spec.name, compiled.compile_ms);
 
     let variant_dir = crate::layout::variant_dir_name(&variant);
-    let opened = entry::open_entry(&target, &prepared.key, &variant_dir).and_then(|open| open.load(spec.kind));
+    let opened = entry::open_entry(&target, &prepared.key, &variant_dir)
+        .and_then(|open| open.load(spec.kind));
     let outcome = match reasons {
         Some(reasons) => Outcome::Rebuilt { reasons },
         None => Outcome::Built,
     };
     match opened {
-        Ok((_, artifact)) => Ok(Built { artifact, outcome, warning: None }),
+        Ok((_, artifact)) => Ok(Built {
+            artifact,
+            outcome,
+            warning: None,
+            headers: Some(records.into()),
+        }),
         // The winner's entry (or ours) is not visible yet, as on NFS with a negative lookup
         // cache: hand out a private copy of what we compiled, which is byte-identical.
-        Err(Unusable::Absent) if matches!(published, Published::AlreadyExisted | Published::Published) => {
+        Err(Unusable::Absent)
+            if matches!(published, Published::AlreadyExisted | Published::Published) =>
+        {
             let artifact = private_copy(spec, compiled.artifact_bytes)?;
-            Ok(Built { artifact, outcome, warning: Some(format!("entry {} not visible yet; using a private copy", target.display())) })
+            let warning = Some(format!(
+                "entry {} not visible yet; using a private copy",
+                target.display()
+            ));
+            Ok(Built {
+                artifact,
+                outcome,
+                warning,
+                headers: None,
+            })
         }
-        Err(Unusable::Absent) => Err(Error::io("open published entry", &target, std::io::ErrorKind::NotFound.into())),
-        Err(Unusable::Corrupt(why)) => Err(Error::io("open published entry", &target, std::io::Error::other(why))),
+        Err(Unusable::Absent) => Err(Error::io(
+            "open published entry",
+            &target,
+            std::io::ErrorKind::NotFound.into(),
+        )),
+        Err(Unusable::Corrupt(why)) => Err(Error::io(
+            "open published entry",
+            &target,
+            std::io::Error::other(why),
+        )),
+    }
+}
+
+/// Opens the entry the `in-place` bug wrote, without a rename or a slot record.
+#[cfg(feature = "failpoints")]
+fn open_in_place(
+    dir: &Path,
+    prepared: &Prepared,
+    spec: &KernelSpec,
+    variant: &Digest,
+) -> Result<Built> {
+    let variant_dir = crate::layout::variant_dir_name(variant);
+    match entry::open_entry(dir, &prepared.key, &variant_dir).and_then(|open| open.load(spec.kind))
+    {
+        Ok((meta, artifact)) => Ok(Built {
+            artifact,
+            outcome: Outcome::Built,
+            warning: None,
+            headers: Some(meta.headers.into()),
+        }),
+        Err(_) => Err(Error::io(
+            "open in-place entry",
+            dir,
+            std::io::ErrorKind::NotFound.into(),
+        )),
     }
 }
 
 /// Compiles `spec` into `output`, using `scratch` for the source text and the dependency file.
-fn compile(spec: &KernelSpec, toolchain: &Toolchain, scratch: &Path, output: &Path) -> Result<Compiled> {
+fn compile(
+    spec: &KernelSpec,
+    toolchain: &Toolchain,
+    scratch: &Path,
+    output: &Path,
+) -> Result<Compiled> {
     let source = match &spec.source {
         Source::File(path) => crate::headers::normalize(path),
         Source::Text { file_name, text } => {
@@ -191,7 +294,11 @@ fn compile(spec: &KernelSpec, toolchain: &Toolchain, scratch: &Path, output: &Pa
         Err(nvcc::Error::Failed(failure)) => {
             return Err(Error::Compile(Arc::new(CompileFailed {
                 name: spec.name.clone(),
-                command: failure.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+                command: failure
+                    .command
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
                 exit_code: failure.status.and_then(|s| s.code()),
                 diagnostics: failure.diagnostics.clone(),
                 stderr_tail: failure.stderr_tail.clone(),
@@ -201,16 +308,28 @@ fn compile(spec: &KernelSpec, toolchain: &Toolchain, scratch: &Path, output: &Pa
         }
         Err(e) => return Err(Error::Compiler(e.to_string())),
     };
-    let artifact_bytes = std::fs::read(output).map_err(|e| Error::io("read compiled artifact", output, e))?;
+    let artifact_bytes =
+        std::fs::read(output).map_err(|e| Error::io("read compiled artifact", output, e))?;
     if artifact_bytes.is_empty() {
-        return Err(Error::Compiler(format!("nvcc reported success but {} is empty", output.display())));
+        return Err(Error::Compiler(format!(
+            "nvcc reported success but {} is empty",
+            output.display()
+        )));
     }
-    Ok(Compiled { artifact_bytes, headers: out.headers, compile_ms })
+    Ok(Compiled {
+        artifact_bytes,
+        headers: out.headers,
+        compile_ms,
+    })
 }
 
 /// Compiles in a private temporary directory, outside the cache: the fallback when the cache is
 /// full, read-only or failing. The artifact lives as long as the returned value.
-pub(crate) fn build_uncached(spec: &KernelSpec, toolchain: &Toolchain, warning: String) -> Result<Built> {
+pub(crate) fn build_uncached(
+    spec: &KernelSpec,
+    toolchain: &Toolchain,
+    warning: String,
+) -> Result<Built> {
     let dir = tempfile::Builder::new()
         .prefix("jit-cache-uncached-")
         .tempdir()
@@ -218,7 +337,12 @@ pub(crate) fn build_uncached(spec: &KernelSpec, toolchain: &Toolchain, warning: 
     let output = dir.path().join(entry::artifact_file_name(spec.kind));
     let compiled = compile(spec, toolchain, dir.path(), &output)?;
     let artifact = Artifact::private(compiled.artifact_bytes, output, spec.kind, dir);
-    Ok(Built { artifact, outcome: Outcome::Built, warning: Some(warning) })
+    Ok(Built {
+        artifact,
+        outcome: Outcome::Built,
+        warning: Some(warning),
+        headers: None,
+    })
 }
 
 fn private_copy(spec: &KernelSpec, bytes: Vec<u8>) -> Result<Artifact> {
@@ -244,10 +368,16 @@ fn record_failure(cache: &Cache, layout: &Layout, prepared: &Prepared, failure: 
                 .collect();
             records.map(FailureInputs::Headers)
         }
-        None => cache.include_trees_snapshot(prepared).map(FailureInputs::IncludeTrees),
+        None => cache
+            .include_trees_snapshot(prepared)
+            .map(FailureInputs::IncludeTrees),
     };
     if let Some(inputs) = inputs {
-        let record = FailureRecord { key: prepared.key, inputs, failure: failure.clone() };
+        let record = FailureRecord {
+            key: prepared.key,
+            inputs,
+            failure: failure.clone(),
+        };
         let _ = write_record(&layout.failure_file(&prepared.key), &record);
     }
 }
@@ -256,6 +386,8 @@ fn record_failure(cache: &Cache, layout: &Layout, prepared: &Prepared, failure: 
 /// reader holding it open keeps working. Never follows a symlink: a planted link is renamed, not
 /// its target.
 pub(crate) fn move_to_trash(layout: &Layout, path: &Path) -> Result<()> {
+    #[cfg(feature = "failpoints")]
+    crate::failpoints::trashing(path);
     let trash = layout.dir("trash").join(durable_fs::temp_name("trash"));
     match durable_fs::atomic_rename(path, &trash) {
         Ok(()) => Ok(()),
@@ -274,7 +406,9 @@ fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Result<()> {
         .iter()
         .map(|v| {
             let dir = key_dir.join(v);
-            let created = entry::read_meta(&dir).map(|m| m.created_unix_ms).unwrap_or(0);
+            let created = entry::read_meta(&dir)
+                .map(|m| m.created_unix_ms)
+                .unwrap_or(0);
             (created, dir)
         })
         .collect();
@@ -315,11 +449,18 @@ pub(crate) fn evict_unpinned(layout: &Layout, dir: &Path) -> Result<bool> {
 fn log_event(layout: &Layout, what: &str, name: &str, ms: u64) {
     use std::io::Write;
     let path = layout.dir("state").join("events.log");
-    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
         let _ = writeln!(file, "{} {what} {name} {ms}", now_ms());
     }
 }
 
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

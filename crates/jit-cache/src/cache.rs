@@ -2,7 +2,7 @@
 
 use crate::entry::{self, Artifact, Meta, Unusable};
 use crate::error::{CompileFailed, Error, Result};
-use crate::headers::{self, Mismatch};
+use crate::headers::{self, HeaderRecord, Mismatch};
 use crate::key::{self, Prepared};
 use crate::layout::{Layout, RootMode};
 use crate::records::{read_record, FailureInputs, FailureRecord, SlotRecord};
@@ -50,6 +50,8 @@ pub struct Built {
     /// Set when the cache could not be used (full, read-only, failing): the artifact was then
     /// compiled in a private directory and is not cached. Says why.
     pub warning: Option<String>,
+    /// The entry's recorded headers, validated (or recorded) by this process: what the memo keeps.
+    pub(crate) headers: Option<Arc<[HeaderRecord]>>,
 }
 
 /// Options for [`Cache::open_with`].
@@ -66,7 +68,11 @@ pub struct CacheOptions {
 
 impl Default for CacheOptions {
     fn default() -> Self {
-        CacheOptions { mode: RootMode::Private, nvcc: None, max_variants: 8 }
+        CacheOptions {
+            mode: RootMode::Private,
+            nvcc: None,
+            max_variants: 8,
+        }
     }
 }
 
@@ -95,22 +101,33 @@ pub struct Cache {
     pub(crate) stat: Mutex<StatCache>,
     confirmed: Mutex<HashSet<(PathBuf, Digest)>>,
     memo: Mutex<HashMap<Digest, Memo>>,
+    requests: Mutex<HashMap<KernelSpec, RequestMemo>>,
     flights: SingleFlight<Digest, FlightResult>,
 }
 
-/// What this process remembers of an entry: its meta and bytes, never a pin (a remembered entry
-/// stays evictable; a memo hit re-pins it).
+/// What this process remembers of an entry: its bytes and project headers, never a pin (a
+/// remembered entry stays evictable; a memo hit re-pins it). Toolkit and system headers were
+/// validated when the entry was first seen by this process and are not checked again.
 #[derive(Clone)]
 struct Memo {
-    meta: Arc<Meta>,
+    project_headers: Arc<[HeaderRecord]>,
     bytes: Arc<[u8]>,
     path: PathBuf,
     kind: nvcc::OutputKind,
 }
 
+/// A request seen before in this process, with what its key depended on beyond the spec itself.
+struct RequestMemo {
+    prepared: Arc<Prepared>,
+    source_digest: Option<Digest>,
+    env: Vec<Option<std::ffi::OsString>>,
+}
+
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cache").field("root", &self.root).finish_non_exhaustive()
+        f.debug_struct("Cache")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
     }
 }
 
@@ -154,6 +171,7 @@ impl Cache {
             stat: Mutex::new(stat),
             confirmed: Mutex::new(HashSet::new()),
             memo: Mutex::new(HashMap::new()),
+            requests: Mutex::new(HashMap::new()),
             flights: SingleFlight::new(),
         })
     }
@@ -172,9 +190,14 @@ impl Cache {
             let layout_for_state = match &self.layout {
                 Ok(layout) => layout.clone(),
                 // An unusable root still needs a place for nothing: identities are then not saved.
-                Err(_) => Layout { base: self.root.join("unused"), mode: self.options.mode },
+                Err(_) => Layout {
+                    base: self.root.join("unused"),
+                    mode: self.options.mode,
+                },
             };
-            Toolchain::probe(nvcc, &layout_for_state).map(Arc::new).map_err(|e| e.to_string())
+            Toolchain::probe(nvcc, &layout_for_state)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
         });
         probed.clone().map_err(Error::Compiler)
     }
@@ -197,29 +220,91 @@ impl Cache {
     /// A failed compile returns [`Error::Compile`] with the compiler's diagnostics, and records the
     /// failure so that later callers get it at once until an input changes (see [`Cache::retry`]).
     pub fn get_or_build(&self, spec: &KernelSpec) -> Result<Built> {
-        let (toolchain, prepared) = self.prepare(spec)?;
+        let (toolchain, prepared) = self.prepare_memoized(spec)?;
         if let Some(hit) = self.memo_hit(&prepared) {
             return Ok(hit);
         }
-        let (result, _role) =
-            self.flights.run(&prepared.key, || self.lookup_or_build(spec, &toolchain, &prepared).map_err(Arc::new));
+        let (result, _role) = self.flights.run(&prepared.key, || {
+            self.lookup_or_build(spec, &toolchain, &prepared)
+                .map_err(Arc::new)
+        });
         match result {
             Ok(built) => {
-                if built.warning.is_none() {
-                    if let Some(meta) = self.meta_of(&built) {
-                        let memo = Memo {
-                            meta: Arc::new(meta),
-                            bytes: built.artifact.shared_bytes(),
-                            path: built.artifact.path().to_path_buf(),
-                            kind: built.artifact.kind(),
-                        };
-                        self.memo.lock().unwrap_or_else(|p| p.into_inner()).insert(prepared.key, memo);
-                    }
+                if let (None, Some(headers)) = (&built.warning, &built.headers) {
+                    let memo = Memo {
+                        project_headers: headers
+                            .iter()
+                            .filter(|h| h.is_project_header())
+                            .cloned()
+                            .collect(),
+                        bytes: built.artifact.shared_bytes(),
+                        path: built.artifact.path().to_path_buf(),
+                        kind: built.artifact.kind(),
+                    };
+                    self.memo
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(prepared.key, memo);
                 }
                 Ok(built)
             }
             Err(shared) => Err(Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)),
         }
+    }
+
+    /// `prepare`, skipped for a request seen before whose source content (a `stat` through the
+    /// stat cache) and relevant environment are unchanged. Requests with file or wheel extras are
+    /// always prepared in full.
+    fn prepare_memoized(&self, spec: &KernelSpec) -> Result<(Arc<Toolchain>, Arc<Prepared>)> {
+        let toolchain = self.toolchain()?;
+        let memoizable = spec.extras.iter().all(|e| {
+            matches!(
+                e,
+                crate::spec::Extra::Value { .. } | crate::spec::Extra::Env(_)
+            )
+        });
+        let env_now = || -> Vec<Option<std::ffi::OsString>> {
+            let extra_env = spec.extras.iter().filter_map(|e| match e {
+                crate::spec::Extra::Env(var) => Some(var.as_str()),
+                _ => None,
+            });
+            nvcc::RELEVANT_ENV
+                .iter()
+                .copied()
+                .chain(extra_env)
+                .map(std::env::var_os)
+                .collect()
+        };
+        if memoizable {
+            let requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(seen) = requests.get(spec) {
+                let source_now = match (&spec.source, &seen.prepared.source_path) {
+                    (crate::spec::Source::File(_), Some(path)) => self.stat().hash_file(path).ok(),
+                    _ => None,
+                };
+                if source_now == seen.source_digest && seen.env == env_now() {
+                    return Ok((toolchain, Arc::clone(&seen.prepared)));
+                }
+            }
+        }
+        let (toolchain, prepared) = self.prepare(spec)?;
+        let prepared = Arc::new(prepared);
+        if memoizable {
+            let source_digest = match &prepared.source_path {
+                Some(path) => self.stat().hash_file(path).ok(),
+                None => None,
+            };
+            let memo = RequestMemo {
+                prepared: Arc::clone(&prepared),
+                source_digest,
+                env: env_now(),
+            };
+            self.requests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(spec.clone(), memo);
+        }
+        Ok((toolchain, prepared))
     }
 
     /// Forgets a recorded compile failure for `spec` and asks again.
@@ -236,31 +321,54 @@ impl Cache {
         self.get_or_build(spec)
     }
 
-    fn meta_of(&self, built: &Built) -> Option<Meta> {
-        let dir = built.artifact.path().parent()?;
-        entry::read_meta(dir).ok()
-    }
-
     /// A repeated request in this process: revalidate the headers (a `stat` each) and answer
     /// from memory.
     fn memo_hit(&self, prepared: &Prepared) -> Option<Built> {
-        let memo = self.memo.lock().unwrap_or_else(|p| p.into_inner()).get(&prepared.key).cloned()?;
+        let memo = self
+            .memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&prepared.key)
+            .cloned()?;
         let valid = {
             let mut stat = self.stat();
             let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
-            headers::revalidate(&memo.meta.headers, &prepared.search, &mut stat, &mut confirmed).is_ok()
+            headers::revalidate(
+                &memo.project_headers,
+                &prepared.search,
+                &mut stat,
+                &mut confirmed,
+            )
+            .is_ok()
         };
-        let artifact = if valid { Artifact::repin(memo.bytes, &memo.path, memo.kind) } else { None };
+        let artifact = if valid {
+            Artifact::repin(memo.bytes, &memo.path, memo.kind)
+        } else {
+            None
+        };
         let Some(artifact) = artifact else {
-            self.memo.lock().unwrap_or_else(|p| p.into_inner()).remove(&prepared.key);
+            self.memo
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&prepared.key);
             return None;
         };
-        Some(Built { artifact, outcome: Outcome::Hit, warning: None })
+        Some(Built {
+            artifact,
+            outcome: Outcome::Hit,
+            warning: None,
+            headers: None,
+        })
     }
 
     /// Looks for a valid variant of the key. Returns the hit, plus the entries found corrupt and
     /// the reasons the other variants did not match.
-    pub(crate) fn lookup(&self, layout: &Layout, prepared: &Prepared, kind: nvcc::OutputKind) -> Lookup {
+    pub(crate) fn lookup(
+        &self,
+        layout: &Layout,
+        prepared: &Prepared,
+        kind: nvcc::OutputKind,
+    ) -> Lookup {
         let mut lookup = Lookup::default();
         let key_dir = layout.key_dir(&prepared.key);
         for variant in entry::list_variants(&key_dir) {
@@ -276,7 +384,12 @@ impl Cache {
             let checked = {
                 let mut stat = self.stat();
                 let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
-                headers::revalidate(&open.meta.headers, &prepared.search, &mut stat, &mut confirmed)
+                headers::revalidate(
+                    &open.meta.headers,
+                    &prepared.search,
+                    &mut stat,
+                    &mut confirmed,
+                )
             };
             if let Err(mismatch) = checked {
                 lookup.mismatches.push(mismatch);
@@ -295,17 +408,31 @@ impl Cache {
     }
 
     /// The miss path, run by one thread per key in this process.
-    fn lookup_or_build(&self, spec: &KernelSpec, toolchain: &Toolchain, prepared: &Prepared) -> Result<Built> {
+    fn lookup_or_build(
+        &self,
+        spec: &KernelSpec,
+        toolchain: &Toolchain,
+        prepared: &Prepared,
+    ) -> Result<Built> {
         let layout = match &self.layout {
             Ok(layout) => layout,
             Err(why) => {
-                let warning = format!("cache at {} is unusable ({why}); compiled `{}` uncached", self.root.display(), spec.name);
+                let warning = format!(
+                    "cache at {} is unusable ({why}); compiled `{}` uncached",
+                    self.root.display(),
+                    spec.name
+                );
                 return crate::build::build_uncached(spec, toolchain, warning);
             }
         };
         let first = self.lookup(layout, prepared, spec.kind);
-        if let Some((_, artifact)) = first.hit {
-            return Ok(Built { artifact, outcome: Outcome::Hit, warning: None });
+        if let Some((meta, artifact)) = first.hit {
+            return Ok(Built {
+                artifact,
+                outcome: Outcome::Hit,
+                warning: None,
+                headers: Some(meta.headers.into()),
+            });
         }
         if let Some(failure) = self.recorded_failure(layout, prepared) {
             return Err(Error::Compile(Arc::new(failure)));
@@ -324,7 +451,11 @@ impl Cache {
     }
 
     /// The recorded failure of this key, if what it depended on is unchanged since.
-    pub(crate) fn recorded_failure(&self, layout: &Layout, prepared: &Prepared) -> Option<CompileFailed> {
+    pub(crate) fn recorded_failure(
+        &self,
+        layout: &Layout,
+        prepared: &Prepared,
+    ) -> Option<CompileFailed> {
         let record: FailureRecord = read_record(&layout.failure_file(&prepared.key))?;
         if record.key != prepared.key {
             return None;
@@ -335,9 +466,14 @@ impl Cache {
                 let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
                 headers::revalidate(headers, &prepared.search, &mut stat, &mut confirmed).is_ok()
             }
-            FailureInputs::IncludeTrees(digest) => self.include_trees_snapshot(prepared) == Some(*digest),
+            FailureInputs::IncludeTrees(digest) => {
+                self.include_trees_snapshot(prepared) == Some(*digest)
+            }
         };
-        unchanged.then(|| CompileFailed { from_record: true, ..record.failure })
+        unchanged.then(|| CompileFailed {
+            from_record: true,
+            ..record.failure
+        })
     }
 
     /// A digest of the include directories' trees, through the stat cache, for a failure that left
@@ -354,7 +490,9 @@ impl Cache {
         let mut files = 0;
         let mut stat = self.stat();
         for dir in &prepared.search.include_dirs {
-            let tree = fingerprint::hash_tree(dir, &fingerprint::TreeOptions::default(), Some(&mut stat)).ok()?;
+            let tree =
+                fingerprint::hash_tree(dir, &fingerprint::TreeOptions::default(), Some(&mut stat))
+                    .ok()?;
             files += tree.files.len();
             if files > MAX_FILES {
                 return None;
@@ -367,21 +505,58 @@ impl Cache {
 
     /// The reasons an earlier variant of this slot does not serve, by diffing its manifest against
     /// the inputs now. None when the slot has no history.
-    pub(crate) fn rebuild_reasons(&self, layout: &Layout, prepared: &Prepared, lookup: &Lookup) -> Option<Vec<String>> {
+    pub(crate) fn rebuild_reasons(
+        &self,
+        layout: &Layout,
+        prepared: &Prepared,
+        lookup: &Lookup,
+    ) -> Option<Vec<String>> {
         let record: SlotRecord = read_record(&layout.slot_file(&prepared.slot))?;
+        let mut before = record.manifest.clone();
+        for header in &record.headers {
+            before.insert(
+                header.component_name(),
+                fingerprint::Component {
+                    digest: header.digest,
+                    value: None,
+                },
+            );
+        }
         let mut now = prepared.manifest.clone();
         {
             let mut stat = self.stat();
             for header in &record.headers {
-                let Some(dir) = prepared.search.dir_of(header.base) else { continue };
+                let Some(dir) = prepared.search.dir_of(header.base) else {
+                    continue;
+                };
                 if let Ok(digest) = stat.hash_file(&dir.join(&header.rel)) {
-                    now.insert(header.component_name(), fingerprint::Component { digest, value: None });
+                    now.insert(
+                        header.component_name(),
+                        fingerprint::Component {
+                            digest,
+                            value: None,
+                        },
+                    );
                 }
             }
         }
-        let mut reasons: Vec<String> = fingerprint::diff(&record.manifest, &now).iter().map(ToString::to_string).collect();
-        reasons.extend(lookup.mismatches.iter().filter(|m| matches!(m, Mismatch::Shadowed { .. })).map(ToString::to_string));
-        reasons.extend(lookup.corrupt.iter().map(|(dir, why)| format!("entry {} was unusable: {why}", dir.display())));
+        let mut reasons: Vec<String> = fingerprint::diff(&before, &now)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        reasons.extend(
+            lookup
+                .mismatches
+                .iter()
+                .filter(|m| matches!(m, Mismatch::Shadowed { .. }))
+                .map(ToString::to_string),
+        );
+        reasons.extend(
+            lookup
+                .corrupt
+                .iter()
+                .map(|(dir, why)| format!("entry {} was unusable: {why}", dir.display())),
+        );
         if reasons.is_empty() {
             reasons.push("the earlier entry was evicted or removed".to_string());
         }
@@ -392,10 +567,15 @@ impl Cache {
     /// Says what `get_or_build` would do for `spec`, and why, without compiling.
     pub fn explain(&self, spec: &KernelSpec) -> Result<Explanation> {
         let (_, prepared) = self.prepare(spec)?;
-        let layout = self.layout.as_ref().map_err(|why| Error::UnsafeRoot { path: self.root.clone(), reason: why.clone() })?;
+        let layout = self.layout.as_ref().map_err(|why| Error::UnsafeRoot {
+            path: self.root.clone(),
+            reason: why.clone(),
+        })?;
         let lookup = self.lookup(layout, &prepared, spec.kind);
         let action = if let Some((_, artifact)) = &lookup.hit {
-            Action::Hit { path: artifact.path().to_path_buf() }
+            Action::Hit {
+                path: artifact.path().to_path_buf(),
+            }
         } else if let Some(failure) = self.recorded_failure(layout, &prepared) {
             Action::FailedBefore { failure }
         } else {
@@ -404,7 +584,12 @@ impl Cache {
                 None => Action::Build,
             }
         };
-        Ok(Explanation { name: spec.name.clone(), key: prepared.key.to_hex(), slot: prepared.slot.to_hex(), action })
+        Ok(Explanation {
+            name: spec.name.clone(),
+            key: prepared.key.to_hex(),
+            slot: prepared.slot.to_hex(),
+            action,
+        })
     }
 
     /// Persists the stat cache when it changed (it saves re-hashing in the next process).
@@ -425,7 +610,9 @@ impl Drop for Cache {
 }
 
 fn stat_cache_file(layout: &Layout) -> PathBuf {
-    layout.dir("state").join(format!("statcache-{}.json", crate::toolchain::host_name()))
+    layout
+        .dir("state")
+        .join(format!("statcache-{}.json", crate::toolchain::host_name()))
 }
 
 /// What a lookup found.
@@ -478,8 +665,12 @@ impl std::fmt::Display for Explanation {
         match &self.action {
             Action::Hit { path } => write!(f, "{}: hit ({})", self.name, path.display()),
             Action::Build => write!(f, "{}: would build (never built before)", self.name),
-            Action::Rebuild { reasons } => write!(f, "{}: would rebuild: {}", self.name, reasons.join("; ")),
-            Action::FailedBefore { failure } => write!(f, "{}: failed before: {failure}", self.name),
+            Action::Rebuild { reasons } => {
+                write!(f, "{}: would rebuild: {}", self.name, reasons.join("; "))
+            }
+            Action::FailedBefore { failure } => {
+                write!(f, "{}: failed before: {failure}", self.name)
+            }
         }
     }
 }

@@ -95,8 +95,20 @@ impl Artifact {
         self.inner.kind
     }
 
-    pub(crate) fn private(bytes: Vec<u8>, path: PathBuf, kind: nvcc::OutputKind, dir: tempfile::TempDir) -> Artifact {
-        Artifact { inner: Arc::new(ArtifactInner { bytes: bytes.into(), path, kind, _pin: Pin::Private(dir) }) }
+    pub(crate) fn private(
+        bytes: Vec<u8>,
+        path: PathBuf,
+        kind: nvcc::OutputKind,
+        dir: tempfile::TempDir,
+    ) -> Artifact {
+        Artifact {
+            inner: Arc::new(ArtifactInner {
+                bytes: bytes.into(),
+                path,
+                kind,
+                _pin: Pin::Private(dir),
+            }),
+        }
     }
 
     /// The shared bytes, for the in-process memo (which keeps bytes, never a pin).
@@ -109,7 +121,14 @@ impl Artifact {
     pub(crate) fn repin(bytes: Arc<[u8]>, path: &Path, kind: nvcc::OutputKind) -> Option<Artifact> {
         let dir = path.parent()?;
         let fd = pin_dir(dir).ok()?;
-        Some(Artifact { inner: Arc::new(ArtifactInner { bytes, path: path.to_path_buf(), kind, _pin: Pin::Entry(fd) }) })
+        Some(Artifact {
+            inner: Arc::new(ArtifactInner {
+                bytes,
+                path: path.to_path_buf(),
+                kind,
+                _pin: Pin::Entry(fd),
+            }),
+        })
     }
 }
 
@@ -132,7 +151,11 @@ pub(crate) struct OpenEntry {
 
 /// Opens the entry at `dir`, pins it, and reads and checks its `meta.json` against the key and
 /// variant the caller expects. The artifact is read later, once the headers are revalidated.
-pub(crate) fn open_entry(dir: &Path, key: &Digest, variant_dir: &str) -> std::result::Result<OpenEntry, Unusable> {
+pub(crate) fn open_entry(
+    dir: &Path,
+    key: &Digest,
+    variant_dir: &str,
+) -> std::result::Result<OpenEntry, Unusable> {
     let fd = pin_dir(dir)?;
     let meta_bytes = match read_at(&fd, META_FILE) {
         Ok(bytes) => bytes,
@@ -142,21 +165,36 @@ pub(crate) fn open_entry(dir: &Path, key: &Digest, variant_dir: &str) -> std::re
     };
     let meta: Meta = serde_json::from_slice(&meta_bytes)
         .map_err(|e| Unusable::Corrupt(format!("{META_FILE} is corrupt or foreign: {e}")))?;
-    if meta.format != crate::key::CACHE_FORMAT || meta.key != *key || variant_dir_name(&meta.variant) != variant_dir {
-        return Err(Unusable::Corrupt(format!("{META_FILE} describes another entry")));
+    if meta.format != crate::key::CACHE_FORMAT
+        || meta.key != *key
+        || variant_dir_name(&meta.variant) != variant_dir
+    {
+        return Err(Unusable::Corrupt(format!(
+            "{META_FILE} describes another entry"
+        )));
     }
-    Ok(OpenEntry { meta, dir: dir.to_path_buf(), fd })
+    Ok(OpenEntry {
+        meta,
+        dir: dir.to_path_buf(),
+        fd,
+    })
 }
 
 impl OpenEntry {
     /// Reads the artifact and checks its size and digest against `meta.json`.
-    pub(crate) fn load(self, kind: nvcc::OutputKind) -> std::result::Result<(Meta, Artifact), Unusable> {
+    pub(crate) fn load(
+        self,
+        kind: nvcc::OutputKind,
+    ) -> std::result::Result<(Meta, Artifact), Unusable> {
         let expected_file = artifact_file_name(kind);
         if self.meta.artifact_file != expected_file {
-            return Err(Unusable::Corrupt(format!("{META_FILE} names artifact `{}`", self.meta.artifact_file)));
+            return Err(Unusable::Corrupt(format!(
+                "{META_FILE} names artifact `{}`",
+                self.meta.artifact_file
+            )));
         }
-        let bytes =
-            read_at(&self.fd, &expected_file).map_err(|e| Unusable::Corrupt(format!("artifact unreadable: {e}")))?;
+        let bytes = read_at(&self.fd, &expected_file)
+            .map_err(|e| Unusable::Corrupt(format!("artifact unreadable: {e}")))?;
         if bytes.len() as u64 != self.meta.artifact_size {
             return Err(Unusable::Corrupt(format!(
                 "artifact is {} bytes, {META_FILE} says {}",
@@ -165,11 +203,20 @@ impl OpenEntry {
             )));
         }
         if Digest::of_bytes(&bytes) != self.meta.artifact_digest {
-            return Err(Unusable::Corrupt("artifact content does not match its digest".into()));
+            return Err(Unusable::Corrupt(
+                "artifact content does not match its digest".into(),
+            ));
         }
         touch_last_use(&self.fd, &expected_file);
         let path = self.dir.join(&expected_file);
-        let artifact = Artifact { inner: Arc::new(ArtifactInner { bytes: bytes.into(), path, kind, _pin: Pin::Entry(self.fd) }) };
+        let artifact = Artifact {
+            inner: Arc::new(ArtifactInner {
+                bytes: bytes.into(),
+                path,
+                kind,
+                _pin: Pin::Entry(self.fd),
+            }),
+        };
         Ok((self.meta, artifact))
     }
 }
@@ -180,9 +227,14 @@ fn pin_dir(dir: &Path) -> std::result::Result<OwnedFd, Unusable> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::STALE) => return Err(Unusable::Absent),
+        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::STALE) => {
+            return Err(Unusable::Absent)
+        }
         Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) => {
-            return Err(Unusable::Corrupt(format!("{} is not a directory (a symlink or file was planted)", dir.display())))
+            return Err(Unusable::Corrupt(format!(
+                "{} is not a directory (a symlink or file was planted)",
+                dir.display()
+            )))
         }
         Err(e) => return Err(Unusable::Corrupt(format!("open {}: {e}", dir.display()))),
     };
@@ -207,7 +259,9 @@ pub(crate) const LAST_USE_INTERVAL_SECS: i64 = 3600;
 /// Refreshes the artifact's access time (the last-use stamp eviction orders by) when it is older
 /// than [`LAST_USE_INTERVAL_SECS`]. Best effort: a read-only cache still serves hits.
 fn touch_last_use(dir: &OwnedFd, artifact: &str) {
-    let Ok(stat) = rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else { return };
+    let Ok(stat) = rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
+        return;
+    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -216,15 +270,31 @@ fn touch_last_use(dir: &OwnedFd, artifact: &str) {
         return;
     }
     let stamps = rustix::fs::Timestamps {
-        last_access: rustix::fs::Timespec { tv_sec: now, tv_nsec: 0 },
-        last_modification: rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT },
+        last_access: rustix::fs::Timespec {
+            tv_sec: now,
+            tv_nsec: 0,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
     };
-    let _ = rustix::fs::utimensat(dir, artifact, &stamps, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+    let _ = rustix::fs::utimensat(
+        dir,
+        artifact,
+        &stamps,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    );
 }
 
 /// Reads a whole file relative to a directory descriptor, never following a symlink.
 fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
-    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     let mut file = std::fs::File::from(fd);
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
@@ -233,7 +303,9 @@ fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
 
 /// Lists the variant directories under a key directory (names only; nothing is followed).
 pub(crate) fn list_variants(key_dir: &Path) -> Vec<String> {
-    let Ok(read) = std::fs::read_dir(key_dir) else { return Vec::new() };
+    let Ok(read) = std::fs::read_dir(key_dir) else {
+        return Vec::new();
+    };
     let mut names: Vec<String> = read
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
@@ -246,10 +318,21 @@ pub(crate) fn list_variants(key_dir: &Path) -> Vec<String> {
 /// Reads an entry's meta without pinning it (maintenance: gc, verify, ls).
 pub(crate) fn read_meta(dir: &Path) -> Result<Meta> {
     let path = dir.join(META_FILE);
-    let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| Error::io("open meta.json", &path, e.into()))?;
+    let fd = rustix::fs::open(
+        &path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io("open meta.json", &path, e.into()))?;
     let mut bytes = Vec::new();
-    std::fs::File::from(fd).read_to_end(&mut bytes).map_err(|e| Error::io("read meta.json", &path, e))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Error::io("parse meta.json", &path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    std::fs::File::from(fd)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read meta.json", &path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::io(
+            "parse meta.json",
+            &path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })
 }

@@ -62,7 +62,11 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
-        Error::Io { op, path: path.into(), source }
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     /// The compile failure behind this error, if it is one.
@@ -109,11 +113,20 @@ pub struct CompileFailed {
 
 impl std::fmt::Display for CompileFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let code = self.exit_code.map_or("killed".to_string(), |c| format!("exit code {c}"));
-        let recorded = if self.from_record { ", recorded earlier; retry to recompile" } else { "" };
+        let code = self
+            .exit_code
+            .map_or("killed".to_string(), |c| format!("exit code {c}"));
+        let recorded = if self.from_record {
+            ", recorded earlier; retry to recompile"
+        } else {
+            ""
+        };
         writeln!(f, "compile of `{}` failed ({code}{recorded})", self.name)?;
         for d in &self.diagnostics {
-            let file = d.file.as_ref().map_or(String::new(), |p| p.display().to_string());
+            let file = d
+                .file
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string());
             let line = d.line.map_or(String::new(), |l| format!("({l})"));
             writeln!(f, "  {file}{line}: {:?}: {}", d.severity, d.message)?;
         }

@@ -106,14 +106,32 @@ impl SearchPath {
             let absent_in = bases[..pos]
                 .iter()
                 .copied()
-                .filter(|b| self.dir_of(*b).is_some_and(|d| std::fs::symlink_metadata(d.join(&rel)).is_err()))
+                .filter(|b| {
+                    self.dir_of(*b)
+                        .is_some_and(|d| std::fs::symlink_metadata(d.join(&rel)).is_err())
+                })
                 .collect();
-            return Ok(HeaderRecord { base, rel: rel.to_string_lossy().into_owned(), digest, absent_in });
+            return Ok(HeaderRecord {
+                base,
+                rel: rel.to_string_lossy().into_owned(),
+                digest,
+                absent_in,
+            });
         }
         if let Ok(rel) = header.strip_prefix(&self.toolkit_root) {
-            return Ok(HeaderRecord { base: Base::Toolkit, rel: rel.to_string_lossy().into_owned(), digest, absent_in: vec![] });
+            return Ok(HeaderRecord {
+                base: Base::Toolkit,
+                rel: rel.to_string_lossy().into_owned(),
+                digest,
+                absent_in: vec![],
+            });
         }
-        Ok(HeaderRecord { base: Base::System, rel: header.to_string_lossy().into_owned(), digest, absent_in: vec![] })
+        Ok(HeaderRecord {
+            base: Base::System,
+            rel: header.to_string_lossy().into_owned(),
+            digest,
+            absent_in: vec![],
+        })
     }
 }
 
@@ -121,7 +139,10 @@ impl SearchPath {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Mismatch {
     /// The header's content differs (or it is gone): the reason names it.
-    Changed { record: HeaderRecord, now: Option<Digest> },
+    Changed {
+        record: HeaderRecord,
+        now: Option<Digest>,
+    },
     /// A header now exists earlier in the search path and would shadow the recorded one.
     Shadowed { record: HeaderRecord, by: PathBuf },
 }
@@ -129,7 +150,10 @@ pub(crate) enum Mismatch {
 impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Mismatch::Changed { record, now: Some(now) } => write!(
+            Mismatch::Changed {
+                record,
+                now: Some(now),
+            } => write!(
                 f,
                 "header `{}` changed (blake3 {} -> {})",
                 record.component_name().trim_start_matches("header:"),
@@ -137,7 +161,11 @@ impl std::fmt::Display for Mismatch {
                 now.short()
             ),
             Mismatch::Changed { record, now: None } => {
-                write!(f, "header `{}` vanished", record.component_name().trim_start_matches("header:"))
+                write!(
+                    f,
+                    "header `{}` vanished",
+                    record.component_name().trim_start_matches("header:")
+                )
             }
             Mismatch::Shadowed { record, by } => write!(
                 f,
@@ -159,7 +187,10 @@ pub(crate) fn revalidate(
 ) -> std::result::Result<(), Mismatch> {
     for record in records {
         let Some(dir) = search.dir_of(record.base) else {
-            return Err(Mismatch::Changed { record: record.clone(), now: None });
+            return Err(Mismatch::Changed {
+                record: record.clone(),
+                now: None,
+            });
         };
         let path = dir.join(&record.rel);
         let memo_key = (path.clone(), record.digest);
@@ -168,14 +199,27 @@ pub(crate) fn revalidate(
         }
         match stat.hash_file(&path) {
             Ok(now) if now == record.digest => {}
-            Ok(now) => return Err(Mismatch::Changed { record: record.clone(), now: Some(now) }),
-            Err(_) => return Err(Mismatch::Changed { record: record.clone(), now: None }),
+            Ok(now) => {
+                return Err(Mismatch::Changed {
+                    record: record.clone(),
+                    now: Some(now),
+                })
+            }
+            Err(_) => {
+                return Err(Mismatch::Changed {
+                    record: record.clone(),
+                    now: None,
+                })
+            }
         }
         for absent in &record.absent_in {
             if let Some(dir) = search.dir_of(*absent) {
                 let shadow = dir.join(&record.rel);
                 if std::fs::symlink_metadata(&shadow).is_ok() {
-                    return Err(Mismatch::Shadowed { record: record.clone(), by: shadow });
+                    return Err(Mismatch::Shadowed {
+                        record: record.clone(),
+                        by: shadow,
+                    });
                 }
             }
         }
@@ -192,7 +236,9 @@ pub(crate) fn normalize(path: &Path) -> PathBuf {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().map(|cwd| cwd.join(path)).unwrap_or_else(|_| path.to_path_buf())
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
     };
     let mut out = PathBuf::new();
     for component in absolute.components() {
@@ -213,7 +259,10 @@ mod tests {
 
     #[test]
     fn normalize_removes_dot_dot_lexically() {
-        assert_eq!(normalize(Path::new("/a/bin/../include/./x.h")), PathBuf::from("/a/include/x.h"));
+        assert_eq!(
+            normalize(Path::new("/a/bin/../include/./x.h")),
+            PathBuf::from("/a/include/x.h")
+        );
     }
 
     #[test]
@@ -223,16 +272,33 @@ mod tests {
         let inc = src.join("include");
         std::fs::create_dir_all(&inc).expect("mkdir");
         std::fs::write(inc.join("tile.cuh"), "x").expect("write header");
-        let search = SearchPath { source_dir: Some(src.clone()), include_dirs: vec![inc.clone()], toolkit_root: dir.path().join("tk") };
+        let search = SearchPath {
+            source_dir: Some(src.clone()),
+            include_dirs: vec![inc.clone()],
+            toolkit_root: dir.path().join("tk"),
+        };
         let mut stat = StatCache::default();
-        let record = search.classify(&inc.join("tile.cuh"), &mut stat).expect("classify");
+        let record = search
+            .classify(&inc.join("tile.cuh"), &mut stat)
+            .expect("classify");
         assert_eq!(record.base, Base::Include(0));
         assert_eq!(record.rel, "tile.cuh");
-        assert_eq!(record.absent_in, vec![Base::SourceDir], "src/tile.cuh was absent and would shadow it");
+        assert_eq!(
+            record.absent_in,
+            vec![Base::SourceDir],
+            "src/tile.cuh was absent and would shadow it"
+        );
         let mut confirmed = HashSet::new();
-        assert!(revalidate(std::slice::from_ref(&record), &search, &mut stat, &mut confirmed).is_ok());
+        assert!(revalidate(
+            std::slice::from_ref(&record),
+            &search,
+            &mut stat,
+            &mut confirmed
+        )
+        .is_ok());
         std::fs::write(src.join("tile.cuh"), "shadow").expect("plant a shadowing header");
-        let mismatch = revalidate(&[record], &search, &mut stat, &mut confirmed).expect_err("shadowed");
+        let mismatch =
+            revalidate(&[record], &search, &mut stat, &mut confirmed).expect_err("shadowed");
         assert!(mismatch.to_string().contains("shadowed"), "{mismatch}");
     }
 }

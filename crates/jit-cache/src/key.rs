@@ -15,7 +15,14 @@ use std::path::PathBuf;
 pub const CACHE_FORMAT: u32 = 1;
 
 /// Flags that make the compiler embed paths in its output: with them, absolute paths join the key.
-const PATH_EMBEDDING_FLAGS: &[&str] = &["-G", "-g", "--device-debug", "--debug", "-lineinfo", "--generate-line-info"];
+const PATH_EMBEDDING_FLAGS: &[&str] = &[
+    "-G",
+    "-g",
+    "--device-debug",
+    "--debug",
+    "-lineinfo",
+    "--generate-line-info",
+];
 
 /// Everything computed about a spec before looking in the cache.
 #[derive(Debug, Clone)]
@@ -35,9 +42,19 @@ pub(crate) fn kind_name(kind: nvcc::OutputKind) -> String {
 }
 
 /// Computes the slot, the key and the key's manifest for a validated spec.
-pub(crate) fn prepare(spec: &KernelSpec, toolchain: &Toolchain, stat: &mut StatCache) -> Result<Prepared> {
+pub(crate) fn prepare(
+    spec: &KernelSpec,
+    toolchain: &Toolchain,
+    stat: &mut StatCache,
+) -> Result<Prepared> {
     let mut manifest = Manifest::new();
-    manifest.insert_value("format", &format!("jit-cache {CACHE_FORMAT}, fingerprint {}", fingerprint::FORMAT_VERSION));
+    manifest.insert_value(
+        "format",
+        &format!(
+            "jit-cache {CACHE_FORMAT}, fingerprint {}",
+            fingerprint::FORMAT_VERSION
+        ),
+    );
     let (source_digest, source_path) = match &spec.source {
         Source::File(path) => {
             let path = normalize(path);
@@ -45,7 +62,13 @@ pub(crate) fn prepare(spec: &KernelSpec, toolchain: &Toolchain, stat: &mut StatC
         }
         Source::Text { text, .. } => (Digest::of_bytes(text.as_bytes()), None),
     };
-    manifest.insert(format!("source:{}", spec.source_file_name()), Component { digest: source_digest, value: None });
+    manifest.insert(
+        format!("source:{}", spec.source_file_name()),
+        Component {
+            digest: source_digest,
+            value: None,
+        },
+    );
     manifest.insert_value("kind", &kind_name(spec.kind));
     manifest.insert_list("arch", &spec.arches);
     manifest.insert_list("flags", &spec.flags);
@@ -60,7 +83,10 @@ pub(crate) fn prepare(spec: &KernelSpec, toolchain: &Toolchain, stat: &mut StatC
     manifest.insert_value("include-dirs", &spec.include_dirs.len().to_string());
     manifest.insert(
         "toolchain:nvcc",
-        Component { digest: toolchain.identity.digest, value: Some(toolchain.version.clone()) },
+        Component {
+            digest: toolchain.identity.digest,
+            value: Some(toolchain.version.clone()),
+        },
     );
     manifest.insert_value("toolchain:host-compiler", &toolchain.host_compiler);
     for var in nvcc::RELEVANT_ENV {
@@ -72,37 +98,65 @@ pub(crate) fn prepare(spec: &KernelSpec, toolchain: &Toolchain, stat: &mut StatC
             Extra::Env(var) => manifest.insert_env(var),
             Extra::File { name, path } => manifest.insert(
                 format!("file:{name}"),
-                Component { digest: stat.hash_file(path)?, value: Some(path.display().to_string()) },
+                Component {
+                    digest: stat.hash_file(path)?,
+                    value: Some(path.display().to_string()),
+                },
             ),
-            Extra::Wheel { site_packages, distribution } => {
+            Extra::Wheel {
+                site_packages,
+                distribution,
+            } => {
                 let wheel = fingerprint::wheel_identity(site_packages, distribution)?;
                 manifest.insert(
                     format!("wheel:{distribution}"),
-                    Component { digest: wheel.digest, value: Some(wheel.version.clone()) },
+                    Component {
+                        digest: wheel.digest,
+                        value: Some(wheel.version.clone()),
+                    },
                 );
             }
         }
     }
     let include_dirs: Vec<PathBuf> = spec.include_dirs.iter().map(|d| normalize(d)).collect();
-    if spec.flags.iter().any(|f| PATH_EMBEDDING_FLAGS.contains(&f.as_str())) {
+    if spec
+        .flags
+        .iter()
+        .any(|f| PATH_EMBEDDING_FLAGS.contains(&f.as_str()))
+    {
         // Debug information embeds absolute paths: a relocated tree must not share the artifact.
-        let mut paths: Vec<String> = source_path.iter().map(|p| p.display().to_string()).collect();
+        let mut paths: Vec<String> = source_path
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         paths.extend(include_dirs.iter().map(|d| d.display().to_string()));
         manifest.insert_list("paths", &paths);
     }
     let key = manifest.digest();
     let slot = slot_of(spec);
     let search = SearchPath {
-        source_dir: source_path.as_ref().and_then(|p| p.parent().map(PathBuf::from)),
+        source_dir: source_path
+            .as_ref()
+            .and_then(|p| p.parent().map(PathBuf::from)),
         include_dirs,
         toolkit_root: toolchain.toolkit_root.clone(),
     };
-    Ok(Prepared { key, slot, manifest, search, source_path })
+    Ok(Prepared {
+        key,
+        slot,
+        manifest,
+        search,
+        source_path,
+    })
 }
 
 /// The slot: the stable name of what is asked for (name, output kind, arch list).
 pub(crate) fn slot_of(spec: &KernelSpec) -> Digest {
-    let mut text = format!("jit-cache slot {CACHE_FORMAT}\0{}\0{}", spec.name, kind_name(spec.kind));
+    let mut text = format!(
+        "jit-cache slot {CACHE_FORMAT}\0{}\0{}",
+        spec.name,
+        kind_name(spec.kind)
+    );
     for arch in &spec.arches {
         text.push('\0');
         text.push_str(arch);

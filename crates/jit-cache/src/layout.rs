@@ -38,7 +38,9 @@ pub(crate) struct Layout {
     pub(crate) mode: RootMode,
 }
 
-const SUBDIRS: [&str; 7] = ["entries", "slots", "failures", "locks", "staging", "trash", "state"];
+const SUBDIRS: [&str; 7] = [
+    "entries", "slots", "failures", "locks", "staging", "trash", "state",
+];
 
 impl Layout {
     /// Opens (creating when missing) a root, refusing one that is not safe to use.
@@ -75,11 +77,15 @@ impl Layout {
     }
 
     pub(crate) fn slot_file(&self, slot: &Digest) -> PathBuf {
-        self.base.join("slots").join(format!("{}.json", slot.to_hex()))
+        self.base
+            .join("slots")
+            .join(format!("{}.json", slot.to_hex()))
     }
 
     pub(crate) fn failure_file(&self, key: &Digest) -> PathBuf {
-        self.base.join("failures").join(format!("{}.json", key.to_hex()))
+        self.base
+            .join("failures")
+            .join(format!("{}.json", key.to_hex()))
     }
 
     /// One of 256 lock files, chosen by the key's first byte: lock files never grow in number,
@@ -104,18 +110,24 @@ pub(crate) fn variant_dir_name(variant: &Digest) -> String {
 
 /// The default root: `$JIT_CACHE_DIR`, else `$XDG_CACHE_HOME/jit-cache`, else `~/.cache/jit-cache`.
 pub fn default_root() -> Option<PathBuf> {
-    let non_empty = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let non_empty = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     non_empty("JIT_CACHE_DIR")
         .or_else(|| non_empty("XDG_CACHE_HOME").map(|d| d.join("jit-cache")))
         .or_else(|| non_empty("HOME").map(|h| h.join(".cache").join("jit-cache")))
 }
 
 fn require_real_dir(path: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io("inspect cache directory", path, e))?;
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| Error::io("inspect cache directory", path, e))?;
     if meta.file_type().is_symlink() || !meta.is_dir() {
         return Err(Error::UnsafeRoot {
             path: path.to_path_buf(),
-            reason: "it is not a real directory (a symlink or a file was planted there); remove it".into(),
+            reason: "it is not a real directory (a symlink or a file was planted there); remove it"
+                .into(),
         });
     }
     Ok(())
@@ -123,9 +135,15 @@ fn require_real_dir(path: &Path) -> Result<()> {
 
 fn check_root(root: &Path, mode: RootMode) -> Result<()> {
     require_real_dir(root)?;
-    let meta = std::fs::symlink_metadata(root).map_err(|e| Error::io("inspect cache root", root, e))?;
+    let meta =
+        std::fs::symlink_metadata(root).map_err(|e| Error::io("inspect cache root", root, e))?;
     let perms = meta.permissions().mode();
-    let unsafe_root = |reason: String| Err(Error::UnsafeRoot { path: root.to_path_buf(), reason });
+    let unsafe_root = |reason: String| {
+        Err(Error::UnsafeRoot {
+            path: root.to_path_buf(),
+            reason,
+        })
+    };
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if perms & 0o002 != 0 {
@@ -173,7 +191,10 @@ mod tests {
         std::fs::create_dir(&root).expect("mkdir");
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let err = Layout::open(&root, RootMode::Private).expect_err("a 0777 root must be refused");
-        assert!(err.to_string().contains("writable by every user"), "reason given: {err}");
+        assert!(
+            err.to_string().contains("writable by every user"),
+            "reason given: {err}"
+        );
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).expect("chmod");
         Layout::open(&root, RootMode::Private).expect("a 0700 root of ours is fine");
         let err = Layout::open(&root, RootMode::Team).expect_err("a team root needs setgid 2770");
@@ -187,7 +208,8 @@ mod tests {
         std::fs::create_dir(&real).expect("mkdir");
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
-        let err = Layout::open(&link, RootMode::Private).expect_err("a symlinked root must be refused");
+        let err =
+            Layout::open(&link, RootMode::Private).expect_err("a symlinked root must be refused");
         assert!(err.to_string().contains("not a real directory"), "{err}");
     }
 }

@@ -91,20 +91,30 @@ pub struct VerifyReport {
 
 impl Cache {
     fn usable_layout(&self) -> Result<&Layout> {
-        self.layout.as_ref().map_err(|why| Error::UnsafeRoot { path: self.root.clone(), reason: why.clone() })
+        self.layout.as_ref().map_err(|why| Error::UnsafeRoot {
+            path: self.root.clone(),
+            reason: why.clone(),
+        })
     }
 
     /// Lists the published entries.
     pub fn entries(&self) -> Result<Vec<EntryInfo>> {
         let layout = self.usable_layout()?;
-        Ok(walk_entries(layout).into_iter().filter_map(|(dir, meta)| info(&dir, meta.ok()?)).collect())
+        Ok(walk_entries(layout)
+            .into_iter()
+            .filter_map(|(dir, meta)| info(&dir, meta.ok()?))
+            .collect())
     }
 
     /// Counts entries, bytes, failures, staging and trash.
     pub fn stats(&self) -> Result<Stats> {
         let layout = self.usable_layout()?;
         let entries = self.entries()?;
-        let count = |sub: &str| std::fs::read_dir(layout.dir(sub)).map(|r| r.flatten().count()).unwrap_or(0);
+        let count = |sub: &str| {
+            std::fs::read_dir(layout.dir(sub))
+                .map(|r| r.flatten().count())
+                .unwrap_or(0)
+        };
         let builds_recorded = std::fs::read_to_string(layout.dir("state").join("events.log"))
             .map(|s| s.lines().filter(|l| l.contains(" build ")).count())
             .unwrap_or(0);
@@ -124,11 +134,16 @@ impl Cache {
         let layout = self.usable_layout()?;
         let mut entries = self.entries()?;
         entries.sort_by_key(|e| e.last_use_unix);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
         let mut report = GcReport::default();
         for entry in &entries {
-            let too_old = policy.max_age.is_some_and(|age| now - entry.last_use_unix > age.as_secs() as i64);
+            let too_old = policy
+                .max_age
+                .is_some_and(|age| now - entry.last_use_unix > age.as_secs() as i64);
             let too_big = policy.max_bytes.is_some_and(|max| total > max);
             if !too_old && !too_big {
                 continue;
@@ -169,10 +184,13 @@ impl Cache {
     }
 
     fn evict_entry(&self, layout: &Layout, entry: &EntryInfo) -> Result<bool> {
-        let Ok(key) = entry.key.parse::<Digest>() else { return Ok(false) };
+        let Ok(key) = entry.key.parse::<Digest>() else {
+            return Ok(false);
+        };
         let lock_path = layout.lock_file(&key);
         // A key being built is skipped, never waited for: gc must not stall behind a compile.
-        let Some(_guard) = durable_fs::lock(&lock_path, LockMode::Exclusive, Wait::Immediately)? else {
+        let Some(_guard) = durable_fs::lock(&lock_path, LockMode::Exclusive, Wait::Immediately)?
+        else {
             return Ok(false);
         };
         evict_unpinned(layout, &entry.path)
@@ -189,23 +207,33 @@ impl Cache {
                 Ok(meta) => {
                     let kind = kind_from_name(&meta.kind);
                     let variant = crate::layout::variant_dir_name(&meta.variant);
-                    let checked = kind.ok_or_else(|| format!("unknown kind `{}`", meta.kind)).and_then(|kind| {
-                        entry::open_entry(&dir, &meta.key, &variant)
-                            .and_then(|open| open.load(kind))
-                            .map(|_| ())
-                            .map_err(|u| match u {
-                                entry::Unusable::Absent => "vanished".to_string(),
-                                entry::Unusable::Corrupt(why) => why,
-                            })
-                    });
+                    let checked = kind
+                        .ok_or_else(|| format!("unknown kind `{}`", meta.kind))
+                        .and_then(|kind| {
+                            entry::open_entry(&dir, &meta.key, &variant)
+                                .and_then(|open| open.load(kind))
+                                .map(|_| ())
+                                .map_err(|u| match u {
+                                    entry::Unusable::Absent => "vanished".to_string(),
+                                    entry::Unusable::Corrupt(why) => why,
+                                })
+                        });
                     checked.err().filter(|why| why != "vanished")
                 }
             };
             if let Some(why) = problem {
                 // Corrupt entries are moved aside under their key's lock when the key is known.
-                let key = dir.parent().and_then(|k| k.file_name()).and_then(|k| k.to_str()).and_then(|k| k.parse::<Digest>().ok());
+                let key = dir
+                    .parent()
+                    .and_then(|k| k.file_name())
+                    .and_then(|k| k.to_str())
+                    .and_then(|k| k.parse::<Digest>().ok());
                 let _guard = match key {
-                    Some(key) => durable_fs::lock(layout.lock_file(&key), LockMode::Exclusive, Wait::Forever)?,
+                    Some(key) => durable_fs::lock(
+                        layout.lock_file(&key),
+                        LockMode::Exclusive,
+                        Wait::Forever,
+                    )?,
                     None => None,
                 };
                 move_to_trash(layout, &dir)?;
@@ -221,7 +249,9 @@ impl Cache {
     /// pins. Returns how many items were removed.
     pub fn sweep(&self) -> Result<usize> {
         let layout = self.usable_layout()?;
-        let policy = durable_fs::SweepPolicy { max_age: SWEEP_MIN_AGE };
+        let policy = durable_fs::SweepPolicy {
+            max_age: SWEEP_MIN_AGE,
+        };
         let mut removed = 0;
         for sub in ["staging", "slots", "failures", "state"] {
             removed += durable_fs::sweep(layout.dir(sub), &policy)?.removed.len();
@@ -243,12 +273,16 @@ impl Cache {
 /// Removes a trash item unless a reader still pins it. Never follows symlinks.
 fn remove_unpinned(path: &Path) -> bool {
     use rustix::fs::{FlockOperation, Mode, OFlags};
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
     if !meta.is_dir() {
         return std::fs::remove_file(path).is_ok();
     }
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open(path, flags, Mode::empty()) else { return false };
+    let Ok(fd) = rustix::fs::open(path, flags, Mode::empty()) else {
+        return false;
+    };
     if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
         return false;
     }
@@ -257,13 +291,19 @@ fn remove_unpinned(path: &Path) -> bool {
 
 fn key_dirs(layout: &Layout) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    let Ok(shards) = std::fs::read_dir(layout.dir("entries")) else { return dirs };
+    let Ok(shards) = std::fs::read_dir(layout.dir("entries")) else {
+        return dirs;
+    };
     for shard in shards.flatten() {
         if !shard.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         if let Ok(keys) = std::fs::read_dir(shard.path()) {
-            dirs.extend(keys.flatten().filter(|k| k.file_type().is_ok_and(|t| t.is_dir())).map(|k| k.path()));
+            dirs.extend(
+                keys.flatten()
+                    .filter(|k| k.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|k| k.path()),
+            );
         }
     }
     dirs
@@ -300,5 +340,7 @@ fn info(dir: &Path, meta: Meta) -> Option<EntryInfo> {
 /// Parses an output kind's stored name.
 pub(crate) fn kind_from_name(name: &str) -> Option<nvcc::OutputKind> {
     use nvcc::OutputKind::*;
-    [Cubin, Ptx, Fatbin, Object, SharedLibrary].into_iter().find(|k| crate::key::kind_name(*k) == name)
+    [Cubin, Ptx, Fatbin, Object, SharedLibrary]
+        .into_iter()
+        .find(|k| crate::key::kind_name(*k) == name)
 }

@@ -48,7 +48,11 @@ pub(crate) fn read_record<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T
 /// Writes a JSON record durably and atomically.
 pub(crate) fn write_record<T: Serialize>(path: &Path, record: &T) -> Result<()> {
     let json = serde_json::to_vec_pretty(record).map_err(|e| {
-        crate::error::Error::io("serialise record", path, std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        crate::error::Error::io(
+            "serialise record",
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
     })?;
     durable_fs::put(path, &json)?;
     Ok(())

@@ -37,7 +37,9 @@ pub(crate) enum Role {
 
 impl<K: Eq + Hash + Clone, V: Clone> SingleFlight<K, V> {
     pub(crate) fn new() -> Self {
-        SingleFlight { flights: Mutex::new(HashMap::new()) }
+        SingleFlight {
+            flights: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Runs `work` for `key` unless a flight for it is in progress, in which case waits for that
@@ -50,17 +52,26 @@ impl<K: Eq + Hash + Clone, V: Clone> SingleFlight<K, V> {
                 match flights.get(key) {
                     Some(flight) => (Arc::clone(flight), false),
                     None => {
-                        let flight =
-                            Arc::new(Flight { state: Mutex::new(State::Running), finished: Condvar::new() });
+                        let flight = Arc::new(Flight {
+                            state: Mutex::new(State::Running),
+                            finished: Condvar::new(),
+                        });
                         flights.insert(key.clone(), Arc::clone(&flight));
                         (flight, true)
                     }
                 }
             };
             if leader {
-                let guard = LeaderGuard { table: self, key, flight: &flight, finished: false };
+                let guard = LeaderGuard {
+                    table: self,
+                    key,
+                    flight: &flight,
+                    finished: false,
+                };
                 // `work` is taken at most once: a thread only leads once, then returns.
-                let Some(work) = work.take() else { unreachable_work() };
+                let Some(work) = work.take() else {
+                    unreachable_work()
+                };
                 let value = work();
                 guard.finish(value.clone());
                 return (value, Role::Leader);
@@ -160,9 +171,16 @@ mod tests {
         let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             table.run(&1, || panic!("builder crashed"))
         }));
-        assert!(first.is_err(), "the leader's panic propagates to the leader");
+        assert!(
+            first.is_err(),
+            "the leader's panic propagates to the leader"
+        );
         let (v, role) = table.run(&1, || 5);
-        assert_eq!((v, role), (5, Role::Leader), "the flight was unpublished, so the next caller leads");
+        assert_eq!(
+            (v, role),
+            (5, Role::Leader),
+            "the flight was unpublished, so the next caller leads"
+        );
     }
 }
 
@@ -191,7 +209,11 @@ mod loom_models {
             let (ra, rb) = (a.join().expect("thread a"), b.join().expect("thread b"));
             assert_eq!((ra.0, rb.0), (7, 7));
             let leaders = [ra.1, rb.1].iter().filter(|r| **r == Role::Leader).count();
-            assert_eq!(leaders, computed.load(Ordering::SeqCst), "each leader computed exactly once");
+            assert_eq!(
+                leaders,
+                computed.load(Ordering::SeqCst),
+                "each leader computed exactly once"
+            );
             assert!(leaders >= 1);
         });
     }
@@ -217,8 +239,10 @@ mod loom_models {
             let table = Arc::new(SingleFlight::<u8, u32>::new());
             let t = Arc::clone(&table);
             let a = loom::thread::spawn(move || {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.run(&0, || panic!("boom"))))
-                    .is_err()
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    t.run(&0, || panic!("boom"))
+                }))
+                .is_err()
             });
             let (v, _) = table.run(&0, || 9);
             // The follower either led itself or joined a flight that then completed with 9; it

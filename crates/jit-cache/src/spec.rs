@@ -9,7 +9,7 @@ use std::time::Duration;
 pub const MAX_NAME_LEN: usize = 128;
 
 /// Where a kernel's source comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
     /// A file; quoted includes resolve relative to its directory, as nvcc does.
     File(PathBuf),
@@ -25,7 +25,7 @@ pub enum Source {
 
 /// An input the caller adds to the key: anything that changes the artifact but that the cache
 /// cannot see in the source, flags or toolchain.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Extra {
     /// A named value, such as a library version (`extra:mylib` = `1.4.2`).
     Value {
@@ -53,7 +53,7 @@ pub enum Extra {
 }
 
 /// A kernel to compile and cache.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KernelSpec {
     /// The stable name: with the kind and arch list it names the cache's slot for this kernel.
     pub name: String,
@@ -79,13 +79,26 @@ impl KernelSpec {
     /// A spec for a source file, named after the file's stem, producing a cubin for `sm_90`.
     pub fn from_file(path: impl Into<PathBuf>) -> KernelSpec {
         let path = path.into();
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         KernelSpec::new(name, Source::File(path))
     }
 
     /// A spec for source text.
-    pub fn from_text(name: impl Into<String>, file_name: impl Into<String>, text: impl Into<String>) -> KernelSpec {
-        KernelSpec::new(name.into(), Source::Text { file_name: file_name.into(), text: text.into() })
+    pub fn from_text(
+        name: impl Into<String>,
+        file_name: impl Into<String>,
+        text: impl Into<String>,
+    ) -> KernelSpec {
+        KernelSpec::new(
+            name.into(),
+            Source::Text {
+                file_name: file_name.into(),
+                text: text.into(),
+            },
+        )
     }
 
     fn new(name: String, source: Source) -> KernelSpec {
@@ -153,14 +166,20 @@ impl KernelSpec {
     /// The source's file name, for display and for the key's component name.
     pub(crate) fn source_file_name(&self) -> String {
         match &self.source {
-            Source::File(path) => path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            Source::File(path) => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             Source::Text { file_name, .. } => file_name.clone(),
         }
     }
 
     /// Checks every rule a hostile or mistaken spec could break, before anything touches disk.
     pub fn validate(&self) -> Result<()> {
-        let bad = |reason: String| Error::InvalidSpec { name: self.name.clone(), reason };
+        let bad = |reason: String| Error::InvalidSpec {
+            name: self.name.clone(),
+            reason,
+        };
         validate_name(&self.name).map_err(bad)?;
         if self.arches.is_empty() {
             return Err(bad("the arch list is empty".into()));
@@ -170,14 +189,21 @@ impl KernelSpec {
                 && (arch.starts_with("sm_") || arch.starts_with("compute_"))
                 && arch.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             if !ok {
-                return Err(bad(format!("arch `{arch}` is not of the form sm_NN or compute_NN")));
+                return Err(bad(format!(
+                    "arch `{arch}` is not of the form sm_NN or compute_NN"
+                )));
             }
         }
         if self.kind != OutputKind::Fatbin && self.arches.len() > 1 {
             return Err(bad("several arches need --kind fatbin".into()));
         }
         let has_nul = |s: &str| s.contains('\0');
-        if self.flags.iter().any(|f| has_nul(f)) || self.defines.iter().any(|(n, v)| has_nul(n) || v.as_deref().is_some_and(has_nul)) {
+        if self.flags.iter().any(|f| has_nul(f))
+            || self
+                .defines
+                .iter()
+                .any(|(n, v)| has_nul(n) || v.as_deref().is_some_and(has_nul))
+        {
             return Err(bad("a flag or define contains NUL".into()));
         }
         if let Source::Text { file_name, .. } = &self.source {
@@ -221,7 +247,18 @@ mod tests {
 
     #[test]
     fn hostile_names_are_refused() {
-        for name in ["", "..", "a/b", "../x", "a\0b", ".hidden", "-rf", "a..b", &"x".repeat(200), "tab\there"] {
+        for name in [
+            "",
+            "..",
+            "a/b",
+            "../x",
+            "a\0b",
+            ".hidden",
+            "-rf",
+            "a..b",
+            &"x".repeat(200),
+            "tab\there",
+        ] {
             assert!(validate_name(name).is_err(), "`{name:?}` must be refused");
         }
         for name in ["vector_add", "gemm-f16.v2", "k1"] {
@@ -233,9 +270,20 @@ mod tests {
     fn specs_with_bad_arches_or_flags_are_refused() {
         let spec = KernelSpec::from_text("k", "k.cu", "");
         assert!(spec.clone().arches(["sm_90; rm -rf /"]).validate().is_err());
-        assert!(spec.clone().arches(Vec::<String>::new()).validate().is_err());
+        assert!(spec
+            .clone()
+            .arches(Vec::<String>::new())
+            .validate()
+            .is_err());
         assert!(spec.clone().flag("a\0b").validate().is_err());
-        assert!(spec.clone().arches(["sm_80", "sm_90"]).validate().is_err(), "several arches need a fatbin");
-        assert!(spec.kind(OutputKind::Fatbin).arches(["sm_80", "sm_90"]).validate().is_ok());
+        assert!(
+            spec.clone().arches(["sm_80", "sm_90"]).validate().is_err(),
+            "several arches need a fatbin"
+        );
+        assert!(spec
+            .kind(OutputKind::Fatbin)
+            .arches(["sm_80", "sm_90"])
+            .validate()
+            .is_ok());
     }
 }

@@ -80,7 +80,7 @@ pub use error::{CompileFailure, Error, STDERR_TAIL_BYTES};
 pub use identity::{
     host_compiler, host_compiler_version, relevant_env_values, IdentityInputs, RELEVANT_ENV,
 };
-pub use job::{CompileJob, OutputKind, Target};
+pub use job::{requested_depfile, CompileJob, OutputKind, Target};
 pub use locate::{LocateError, SearchAttempt};
 pub use runner::{ProcessRunner, RunOptions, RunOutput, Runner, DEFAULT_OUTPUT_LIMIT};
 pub use toolchain::Nvcc;

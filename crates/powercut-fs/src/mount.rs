@@ -104,9 +104,14 @@ impl PowercutMount {
             }
             Err(e) => return Err(Error::new("unmount", &self.mountpoint, e)),
         }
-        session
-            .join()
-            .map_err(|e| Error::new("join the FUSE daemon of", &self.mountpoint, e))
+        match session.join() {
+            // After an abort the daemon's read of /dev/fuse fails with ECONNABORTED instead of
+            // ENODEV: both mean the connection is gone, which is what was asked for.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(()),
+            result => {
+                result.map_err(|e| Error::new("join the FUSE daemon of", &self.mountpoint, e))
+            }
+        }
     }
 
     /// The root directory of the filesystem.

@@ -272,3 +272,32 @@ fn python_identity_asks_the_interpreter() {
         "names the executable: {err}"
     );
 }
+
+#[test]
+fn identity_cache_from_another_boot_starts_empty() {
+    let tool = Path::new("/usr/bin/env");
+    let state = tempfile::tempdir().expect("temp dir");
+    let path = state.path().join("identity.json");
+    let mut cache = IdentityCache::new();
+    tool_identity(tool, &[], &["--version"], &mut cache).expect("identity");
+    assert!(
+        cache.save_if_changed(&path).expect("save"),
+        "first save writes"
+    );
+
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read cache")).expect("cache is JSON");
+    json["boot_id"] = serde_json::json!("another-boot");
+    std::fs::write(&path, serde_json::to_vec(&json).expect("to JSON")).expect("forge boot id");
+    let mut other_boot = IdentityCache::load(&path);
+    tool_identity(tool, &[], &["--version"], &mut other_boot).expect("identity after reboot");
+    assert!(
+        other_boot.is_dirty(),
+        "entries from another boot are not trusted: everything is hashed again"
+    );
+
+    std::fs::write(&path, b"{ corrupt").expect("corrupt the cache");
+    let mut corrupt = IdentityCache::load(&path);
+    let id = tool_identity(tool, &[], &["--version"], &mut corrupt).expect("identity from scratch");
+    assert!(!id.version.is_empty(), "a corrupt cache is only a miss");
+}

@@ -246,3 +246,19 @@ fn stat_cache_gives_the_same_answers_as_a_full_hash() {
     );
     assert_ne!(edited.digest, cold.digest, "and the edit is seen");
 }
+
+#[test]
+fn stat_cache_retain_drops_entries_and_marks_dirty() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    sample(dir.path());
+    let mut cache = StatCache::new();
+    hash_tree(dir.path(), &TreeOptions::default(), Some(&mut cache)).expect("walk");
+    let state = tempfile::tempdir().expect("temp dir");
+    let saved = state.path().join("stat.json");
+    cache.save(&saved).expect("save");
+    let mut loaded = StatCache::load(&saved);
+    assert!(!loaded.is_dirty(), "a freshly loaded cache is clean");
+    loaded.retain(|p| !p.ends_with("gemm.cu"));
+    assert_eq!(loaded.len(), 3, "one entry dropped");
+    assert!(loaded.is_dirty(), "dropping entries makes the cache dirty");
+}

@@ -7,23 +7,45 @@ use jit_cache::{GcPolicy, KernelSpec, Outcome};
 fn gc_never_evicts_an_entry_a_reader_holds_and_its_path_stays_valid() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cache = open_cache(dir.path());
-    let held = cache.get_or_build(&KernelSpec::from_text("held", "held.cu", kernel_text(1))).expect("build held");
-    let loose = cache.get_or_build(&KernelSpec::from_text("loose", "loose.cu", kernel_text(2))).expect("build loose");
+    let held = cache
+        .get_or_build(&KernelSpec::from_text("held", "held.cu", kernel_text(1)))
+        .expect("build held");
+    let loose = cache
+        .get_or_build(&KernelSpec::from_text("loose", "loose.cu", kernel_text(2)))
+        .expect("build loose");
     let loose_path = loose.artifact.path().to_path_buf();
     drop(loose);
     // Evict everything: the held entry must survive, the other must go.
     let other = open_cache(dir.path());
-    let report = other.gc(GcPolicy { max_bytes: Some(0), max_age: None }).expect("gc");
+    let report = other
+        .gc(GcPolicy {
+            max_bytes: Some(0),
+            max_age: None,
+        })
+        .expect("gc");
     assert_eq!(report.evicted, 1, "{report:?}");
-    assert_eq!(report.skipped_busy, 1, "the pinned entry was skipped: {report:?}");
-    let by_path = std::fs::read(held.artifact.path()).expect("the held artifact's path still works");
+    assert_eq!(
+        report.skipped_busy, 1,
+        "the pinned entry was skipped: {report:?}"
+    );
+    let by_path =
+        std::fs::read(held.artifact.path()).expect("the held artifact's path still works");
     assert_eq!(by_path, held.artifact.bytes(), "and names the same bytes");
     assert!(!loose_path.exists(), "the unpinned entry was evicted");
     drop(held);
-    let report = other.gc(GcPolicy { max_bytes: Some(0), max_age: None }).expect("gc again");
+    let report = other
+        .gc(GcPolicy {
+            max_bytes: Some(0),
+            max_age: None,
+        })
+        .expect("gc again");
     assert_eq!(report.evicted, 1, "released, it can go: {report:?}");
     assert_eq!(other.stats().expect("stats").entries, 0);
-    assert_eq!(other.stats().expect("stats").trash, 0, "trash emptied by the sweep");
+    assert_eq!(
+        other.stats().expect("stats").trash,
+        0,
+        "trash emptied by the sweep"
+    );
 }
 
 #[test]
@@ -36,13 +58,28 @@ fn gc_skips_a_key_being_built_and_the_builder_keeps_its_entry() {
     std::thread::scope(|s| {
         let gc = s.spawn(|| {
             let other = open_cache(dir.path());
-            (0..20).map(|_| other.gc(GcPolicy { max_bytes: Some(0), max_age: None }).expect("gc")).count()
+            (0..20)
+                .map(|_| {
+                    other
+                        .gc(GcPolicy {
+                            max_bytes: Some(0),
+                            max_age: None,
+                        })
+                        .expect("gc")
+                })
+                .count()
         });
         for _ in 0..20 {
             let fresh = open_cache(dir.path());
-            let built = fresh.get_or_build(&spec).expect("build or hit while gc runs");
-            assert!(matches!(built.outcome, Outcome::Hit | Outcome::Built | Outcome::Rebuilt { .. }));
-            let on_disk = std::fs::read(built.artifact.path()).expect("the returned path is valid while held");
+            let built = fresh
+                .get_or_build(&spec)
+                .expect("build or hit while gc runs");
+            assert!(matches!(
+                built.outcome,
+                Outcome::Hit | Outcome::Built | Outcome::Rebuilt { .. }
+            ));
+            let on_disk = std::fs::read(built.artifact.path())
+                .expect("the returned path is valid while held");
             assert_eq!(on_disk, built.artifact.bytes());
         }
         gc.join().expect("gc thread");

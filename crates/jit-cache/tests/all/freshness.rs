@@ -9,14 +9,22 @@ fn content_replaced_under_an_older_mtime_is_rebuilt_flashinfer_4489() {
     let (source, include) = write_project(dir.path(), 1);
     let cache = open_cache(dir.path());
     let spec = project_spec(&source, &include);
-    assert_eq!(cache.get_or_build(&spec).expect("first build").outcome, Outcome::Built);
+    assert_eq!(
+        cache.get_or_build(&spec).expect("first build").outcome,
+        Outcome::Built
+    );
     // Same length, other bytes, and an mtime in the past: mtime- or length-based freshness would hit.
-    let text = std::fs::read_to_string(&source).expect("read source").replace("x[threadIdx.x]", "x[threadIdx.y]");
+    let text = std::fs::read_to_string(&source)
+        .expect("read source")
+        .replace("x[threadIdx.x]", "x[threadIdx.y]");
     std::fs::write(&source, text).expect("rewrite source");
     set_mtime(&source, 1_000_000_000);
     match cache.get_or_build(&spec).expect("second build").outcome {
         Outcome::Rebuilt { reasons } => {
-            assert!(reasons.iter().any(|r| r.contains("k.cu")), "the reason names the source: {reasons:?}")
+            assert!(
+                reasons.iter().any(|r| r.contains("k.cu")),
+                "the reason names the source: {reasons:?}"
+            )
         }
         other => panic!("replaced content must rebuild, got {other:?}"),
     }
@@ -27,11 +35,19 @@ fn sources_copied_elsewhere_with_fresh_mtimes_hit_flashinfer_4782() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (source, include) = write_project(&dir.path().join("a"), 1);
     let cache = open_cache(dir.path());
-    let first = cache.get_or_build(&project_spec(&source, &include)).expect("build in tree a");
+    let first = cache
+        .get_or_build(&project_spec(&source, &include))
+        .expect("build in tree a");
     let (source_b, include_b) = write_project(&dir.path().join("elsewhere/b"), 1);
     set_mtime(&source_b, 2_000_000_000);
-    let second = cache.get_or_build(&project_spec(&source_b, &include_b)).expect("build in tree b");
-    assert_eq!(second.outcome, Outcome::Hit, "a relocated, re-timestamped copy must hit");
+    let second = cache
+        .get_or_build(&project_spec(&source_b, &include_b))
+        .expect("build in tree b");
+    assert_eq!(
+        second.outcome,
+        Outcome::Hit,
+        "a relocated, re-timestamped copy must hit"
+    );
     assert_eq!(first.artifact.bytes(), second.artifact.bytes());
 }
 
@@ -42,16 +58,32 @@ fn a_changed_header_rebuilds_naming_it_and_an_unrelated_header_does_not() {
     let spec = project_spec(&source, &include);
     let cache = open_cache(dir.path());
     cache.get_or_build(&spec).expect("first build");
-    std::fs::write(include.join("unrelated.cuh"), "#define UNUSED 2\n").expect("edit unrelated header");
-    assert_eq!(cache.get_or_build(&spec).expect("after unrelated edit").outcome, Outcome::Hit);
+    std::fs::write(include.join("unrelated.cuh"), "#define UNUSED 2\n")
+        .expect("edit unrelated header");
+    assert_eq!(
+        cache
+            .get_or_build(&spec)
+            .expect("after unrelated edit")
+            .outcome,
+        Outcome::Hit
+    );
     // A fresh handle (another process) must agree: the on-disk path, not only the memo.
     let fresh = open_cache(dir.path());
-    assert_eq!(fresh.get_or_build(&spec).expect("fresh handle").outcome, Outcome::Hit);
+    assert_eq!(
+        fresh.get_or_build(&spec).expect("fresh handle").outcome,
+        Outcome::Hit
+    );
     std::fs::write(include.join("tile.cuh"), "#define TILE_VALUE 2.0f\n").expect("edit the header");
     for cache in [&cache, &fresh] {
-        match cache.get_or_build(&spec).expect("after header edit").outcome {
+        match cache
+            .get_or_build(&spec)
+            .expect("after header edit")
+            .outcome
+        {
             Outcome::Rebuilt { reasons } => assert!(
-                reasons.iter().any(|r| r.contains("header `tile.cuh` changed")),
+                reasons
+                    .iter()
+                    .any(|r| r.contains("header `tile.cuh` changed")),
                 "reason names the header: {reasons:?}"
             ),
             Outcome::Hit => {} // the second handle sees the first's rebuild: fine, it is fresh
@@ -59,7 +91,10 @@ fn a_changed_header_rebuilds_naming_it_and_an_unrelated_header_does_not() {
         }
     }
     let explained = open_cache(dir.path()).explain(&spec).expect("explain");
-    assert!(matches!(explained.action, jit_cache::Action::Hit { .. }), "{explained}");
+    assert!(
+        matches!(explained.action, jit_cache::Action::Hit { .. }),
+        "{explained}"
+    );
 }
 
 #[test]
@@ -68,15 +103,26 @@ fn two_trees_with_different_headers_both_stay_hits() {
     let (source_a, include_a) = write_project(&dir.path().join("a"), 1);
     let (source_b, include_b) = write_project(&dir.path().join("b"), 2);
     let cache = open_cache(dir.path());
-    let (spec_a, spec_b) = (project_spec(&source_a, &include_a), project_spec(&source_b, &include_b));
+    let (spec_a, spec_b) = (
+        project_spec(&source_a, &include_a),
+        project_spec(&source_b, &include_b),
+    );
     let a1 = cache.get_or_build(&spec_a).expect("a first");
     let b1 = cache.get_or_build(&spec_b).expect("b first");
-    assert_ne!(a1.artifact.bytes(), b1.artifact.bytes(), "different headers, different code");
+    assert_ne!(
+        a1.artifact.bytes(),
+        b1.artifact.bytes(),
+        "different headers, different code"
+    );
     for round in 0..3 {
         for (spec, first) in [(&spec_a, &a1), (&spec_b, &b1)] {
             let fresh = open_cache(dir.path());
             let again = fresh.get_or_build(spec).expect("alternate");
-            assert_eq!(again.outcome, Outcome::Hit, "round {round}: both variants stay cached");
+            assert_eq!(
+                again.outcome,
+                Outcome::Hit,
+                "round {round}: both variants stay cached"
+            );
             assert_eq!(again.artifact.bytes(), first.artifact.bytes());
         }
     }
@@ -88,13 +134,23 @@ fn a_header_added_earlier_in_the_include_path_shadows_and_rebuilds() {
     let (source, include) = write_project(dir.path(), 1);
     let early = dir.path().join("early");
     std::fs::create_dir_all(&early).expect("mkdir early");
-    let spec = jit_cache::KernelSpec::from_file(&source).include_dir(&early).include_dir(&include);
+    let spec = jit_cache::KernelSpec::from_file(&source)
+        .include_dir(&early)
+        .include_dir(&include);
     let cache = open_cache(dir.path());
     cache.get_or_build(&spec).expect("first build");
-    std::fs::write(early.join("tile.cuh"), "#define TILE_VALUE 9.0f\n").expect("plant a shadowing header");
-    match open_cache(dir.path()).get_or_build(&spec).expect("after shadowing").outcome {
+    std::fs::write(early.join("tile.cuh"), "#define TILE_VALUE 9.0f\n")
+        .expect("plant a shadowing header");
+    match open_cache(dir.path())
+        .get_or_build(&spec)
+        .expect("after shadowing")
+        .outcome
+    {
         Outcome::Rebuilt { reasons } => {
-            assert!(reasons.iter().any(|r| r.contains("tile.cuh")), "the reason names the header: {reasons:?}")
+            assert!(
+                reasons.iter().any(|r| r.contains("tile.cuh")),
+                "the reason names the header: {reasons:?}"
+            )
         }
         other => panic!("a shadowing header must rebuild, got {other:?}"),
     }
@@ -106,11 +162,23 @@ fn an_env_var_that_changes_nvcc_output_is_in_the_key() {
     let cache = open_cache(dir.path());
     let spec = jit_cache::KernelSpec::from_text("envk", "envk.cu", kernel_text(3))
         .extra(jit_cache::Extra::Env("JIT_CACHE_TEST_KNOB".into()))
-        .extra(jit_cache::Extra::Value { name: "mylib".into(), value: "1.0".into() });
+        .extra(jit_cache::Extra::Value {
+            name: "mylib".into(),
+            value: "1.0".into(),
+        });
     cache.get_or_build(&spec).expect("build");
-    let bumped = spec.clone().extra(jit_cache::Extra::Value { name: "mylib".into(), value: "1.1".into() });
-    match cache.get_or_build(&bumped).expect("after version bump").outcome {
-        Outcome::Rebuilt { reasons } => assert!(reasons.iter().any(|r| r.contains("mylib")), "{reasons:?}"),
+    let bumped = spec.clone().extra(jit_cache::Extra::Value {
+        name: "mylib".into(),
+        value: "1.1".into(),
+    });
+    match cache
+        .get_or_build(&bumped)
+        .expect("after version bump")
+        .outcome
+    {
+        Outcome::Rebuilt { reasons } => {
+            assert!(reasons.iter().any(|r| r.contains("mylib")), "{reasons:?}")
+        }
         other => panic!("a changed extra component must rebuild, got {other:?}"),
     }
 }

@@ -7,12 +7,17 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 
 fn staging_count(cache_dir: &std::path::Path) -> usize {
-    std::fs::read_dir(cache_dir.join("v1/staging")).map(|r| r.count()).unwrap_or(0)
+    std::fs::read_dir(cache_dir.join("v1/staging"))
+        .map(|r| r.count())
+        .unwrap_or(0)
 }
 
 /// Ages the leftovers in staging past the sweep's minimum age, instead of waiting for it.
 fn age_staging(cache_dir: &std::path::Path) {
-    for entry in std::fs::read_dir(cache_dir.join("v1/staging")).expect("staging").flatten() {
+    for entry in std::fs::read_dir(cache_dir.join("v1/staging"))
+        .expect("staging")
+        .flatten()
+    {
         set_mtime(&entry.path(), 1_000_000_000);
     }
 }
@@ -25,8 +30,14 @@ fn heavy_a_builder_killed_mid_compile_blocks_nothing() {
     let started = dir.path().join("started.fifo");
     let hold = dir.path().join("hold.fifo");
     for fifo in [&started, &hold] {
-        rustix::fs::mknodat(rustix::fs::CWD, fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0)
-            .expect("mkfifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
     }
     let stuck = dir.path().join("stuck-bin/nvcc");
     std::fs::create_dir_all(stuck.parent().expect("parent")).expect("mkdir");
@@ -42,26 +53,61 @@ fn heavy_a_builder_killed_mid_compile_blocks_nothing() {
     let source = dir.path().join("k.cu");
     std::fs::write(&source, kernel_text(7)).expect("write kernel");
     let cache_dir = dir.path().join("cache");
-    let mut builder = cli(&cache_dir, &stuck).arg("build").arg(&source).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let mut builder = cli(&cache_dir, &stuck)
+        .arg("build")
+        .arg(&source)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
     let mut line = String::new();
-    std::fs::File::open(&started).expect("open started fifo").read_to_string(&mut line).expect("wait for the compile");
+    std::fs::File::open(&started)
+        .expect("open started fifo")
+        .read_to_string(&mut line)
+        .expect("wait for the compile");
     assert_eq!(line.trim(), "started");
     builder.kill().expect("kill -9 the builder");
     let status = builder.wait().expect("reap");
     assert_eq!(status.signal(), Some(9), "the builder died of SIGKILL");
     // The lock died with the builder: the next build (real compiler) neither waits nor fails.
-    let out = cli(&cache_dir, &real_nvcc()).arg("build").arg(&source).output().expect("rebuild");
-    assert!(out.status.success(), "next build works: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("built"), "{}", String::from_utf8_lossy(&out.stdout));
-    assert_eq!(staging_count(&cache_dir), 1, "the dead builder left its staging directory");
+    let out = cli(&cache_dir, &real_nvcc())
+        .arg("build")
+        .arg(&source)
+        .output()
+        .expect("rebuild");
+    assert!(
+        out.status.success(),
+        "next build works: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("built"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        staging_count(&cache_dir),
+        1,
+        "the dead builder left its staging directory"
+    );
     age_staging(&cache_dir);
-    let out = cli(&cache_dir, &real_nvcc()).arg("gc").output().expect("gc sweeps");
+    let out = cli(&cache_dir, &real_nvcc())
+        .arg("gc")
+        .output()
+        .expect("gc sweeps");
     assert!(out.status.success());
-    assert_eq!(staging_count(&cache_dir), 0, "the dead builder's staging directory was swept");
+    assert_eq!(
+        staging_count(&cache_dir),
+        0,
+        "the dead builder's staging directory was swept"
+    );
     // Release the stub if it somehow outlived its parent (PDEATHSIG should have killed it).
     use std::os::unix::fs::OpenOptionsExt;
     let nonblock = rustix::fs::OFlags::NONBLOCK.bits() as i32;
-    let _ = std::fs::OpenOptions::new().write(true).custom_flags(nonblock).open(&hold);
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nonblock)
+        .open(&hold);
 }
 
 #[test]
@@ -79,16 +125,38 @@ fn heavy_a_builder_killed_at_each_publication_step_leaves_nothing_visible_or_blo
             .stderr(Stdio::null())
             .status()
             .expect("run builder");
-        assert_eq!(status.signal(), Some(9), "{point}: the builder was killed there (failpoints compiled in)");
-        let out = cli(&cache_dir, &real_nvcc()).arg("build").arg(&source).output().expect("next build");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "{point}: the builder was killed there (failpoints compiled in)"
+        );
+        let out = cli(&cache_dir, &real_nvcc())
+            .arg("build")
+            .arg(&source)
+            .output()
+            .expect("next build");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{point}: next build works: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{point}: next build works: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let expected = if point == "published" { "hit" } else { "built" };
-        assert!(stdout.contains(expected), "{point}: expected {expected}, got {stdout}");
+        assert!(
+            stdout.contains(expected),
+            "{point}: expected {expected}, got {stdout}"
+        );
         age_staging(&cache_dir);
-        let verify = cli(&cache_dir, &real_nvcc()).args(["--json", "verify"]).output().expect("verify");
+        let verify = cli(&cache_dir, &real_nvcc())
+            .args(["--json", "verify"])
+            .output()
+            .expect("verify");
         let doc: serde_json::Value = serde_json::from_slice(&verify.stdout).expect("verify JSON");
-        assert_eq!(doc["verify"]["corrupt"].as_array().map(Vec::len), Some(0), "{point}: nothing corrupt: {doc}");
+        assert_eq!(
+            doc["verify"]["corrupt"].as_array().map(Vec::len),
+            Some(0),
+            "{point}: nothing corrupt: {doc}"
+        );
         assert_eq!(staging_count(&cache_dir), 0, "{point}: leftovers swept");
     }
 }

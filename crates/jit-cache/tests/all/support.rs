@@ -38,7 +38,9 @@ impl CountingCompiler {
     }
 
     pub fn compiles(&self) -> usize {
-        std::fs::read_to_string(&self.log).map(|s| s.lines().count()).unwrap_or(0)
+        std::fs::read_to_string(&self.log)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
     }
 }
 
@@ -64,8 +66,13 @@ pub fn write_project(root: &Path, header_value: u32) -> (PathBuf, PathBuf) {
         "#include \"tile.cuh\"\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] = TILE_VALUE; }\n",
     )
     .expect("write source");
-    std::fs::write(inc.join("tile.cuh"), format!("#define TILE_VALUE {header_value}.0f\n")).expect("write header");
-    std::fs::write(inc.join("unrelated.cuh"), "#define UNUSED 1\n").expect("write unrelated header");
+    std::fs::write(
+        inc.join("tile.cuh"),
+        format!("#define TILE_VALUE {header_value}.0f\n"),
+    )
+    .expect("write header");
+    std::fs::write(inc.join("unrelated.cuh"), "#define UNUSED 1\n")
+        .expect("write unrelated header");
     (src.join("k.cu"), inc)
 }
 
@@ -75,8 +82,11 @@ pub fn project_spec(source: &Path, include: &Path) -> KernelSpec {
 
 /// A cache in a fresh root under `dir`, with the real compiler.
 pub fn open_cache(dir: &Path) -> Cache {
-    Cache::open_with(dir.join("cache"), CacheOptions::default().nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc")))
-        .expect("open cache")
+    Cache::open_with(
+        dir.join("cache"),
+        CacheOptions::default().nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc")),
+    )
+    .expect("open cache")
 }
 
 /// The CLI binary, with the real compiler unless `nvcc` says otherwise.
@@ -88,7 +98,19 @@ pub fn cli(cache_dir: &Path, nvcc: &Path) -> Command {
 
 /// Sets a file's mtime (seconds since the epoch), to forge timestamps instead of waiting.
 pub fn set_mtime(path: &Path, secs: i64) {
-    let stamp = rustix::fs::Timespec { tv_sec: secs, tv_nsec: 0 };
-    let times = rustix::fs::Timestamps { last_access: stamp, last_modification: stamp };
-    rustix::fs::utimensat(rustix::fs::CWD, path, &times, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).expect("set times");
+    let stamp = rustix::fs::Timespec {
+        tv_sec: secs,
+        tv_nsec: 0,
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: stamp,
+        last_modification: stamp,
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        path,
+        &times,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .expect("set times");
 }

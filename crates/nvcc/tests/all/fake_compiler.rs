@@ -14,6 +14,7 @@ prev=""; out=""; dep=""
 for arg in "$@"; do
   [ "$prev" = "-o" ] && out="$arg"
   [ "$prev" = "-MF" ] && dep="$arg"
+  case "$arg" in -Xcompiler=-MD,-MF,*) dep="${arg#-Xcompiler=-MD,-MF,}" ;; esac
   prev="$arg"
 done
 [ -n "$WRITE_OUTPUT" ] && printf '%s' "${OUT_TEXT-x}" > "$out"
@@ -59,9 +60,9 @@ fn flags_with_spaces_and_shell_metacharacters_arrive_intact() {
     // The depfile name is chosen per compile; compare it by position, everything else verbatim.
     let mf = want
         .iter()
-        .position(|a| a == "-MF")
-        .expect("argv requests a depfile")
-        + 1;
+        .position(|a| a == "-MF" || a.to_string_lossy().starts_with("-Xcompiler=-MD,-MF,"))
+        .expect("argv requests a depfile");
+    let mf = if want[mf] == "-MF" { mf + 1 } else { mf };
     want[mf] = got[mf].clone();
     want.push(OsString::new()); // The trailing NUL leaves one empty field.
     assert_eq!(
@@ -306,7 +307,13 @@ impl Runner for InProcessCompiler {
             dir.join(&args[at + 1])
         };
         std::fs::write(after("-o"), b"cubin").expect("write output");
-        std::fs::write(after("-MF"), b"out: in.cu a.h\n").expect("write depfile");
+        let depfile = nvcc::requested_depfile(args).expect("argv requests a depfile");
+        let depfile = opts
+            .working_dir
+            .clone()
+            .expect("the job sets a working dir")
+            .join(depfile);
+        std::fs::write(depfile, b"out: in.cu a.h\n").expect("write depfile");
         Ok(nvcc::RunOutput {
             status: std::process::ExitStatus::from_raw(self.exit_code << 8),
             stdout: Vec::new(),

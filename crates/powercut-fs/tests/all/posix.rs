@@ -167,3 +167,23 @@ fn heavy_the_mount_is_invisible_outside_its_thread() {
         );
     }
 }
+
+#[test]
+fn heavy_a_cut_with_a_file_still_open_cuts_the_descriptor_off() {
+    powercut_fs::run_or_skip(Options::default(), |mount| {
+        let root = mount.root().to_path_buf();
+        std::fs::write(root.join("open"), b"x").expect("create a file");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("open"))
+            .expect("open it and keep it open");
+        mount
+            .power_cut()
+            .expect("a cut with a busy mount detaches and aborts");
+        let late = std::io::Write::write_all(&mut file, b"after the cut");
+        assert!(late.is_err(), "the old descriptor is dead after the cut");
+        drop(file);
+        std::fs::write(root.join("new"), b"y").expect("the remounted filesystem works");
+        assert_eq!(std::fs::read(root.join("new")).expect("read back"), b"y");
+    });
+}

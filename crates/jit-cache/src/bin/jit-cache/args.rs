@@ -81,14 +81,23 @@ pub(crate) struct SpecArgs {
 impl SpecArgs {
     pub(crate) fn specs(&self) -> Result<Vec<KernelSpec>, Error> {
         if self.name.is_some() && self.sources.len() > 1 {
-            return Err(Error::InvalidSpec { name: self.name.clone().unwrap_or_default(), reason: "--name takes one source".into() });
+            return Err(Error::InvalidSpec {
+                name: self.name.clone().unwrap_or_default(),
+                reason: "--name takes one source".into(),
+            });
         }
-        let arches = if self.arches.is_empty() { vec!["sm_90".to_string()] } else { self.arches.clone() };
+        let arches = if self.arches.is_empty() {
+            vec!["sm_90".to_string()]
+        } else {
+            self.arches.clone()
+        };
         Ok(self
             .sources
             .iter()
             .map(|source| {
-                let mut spec = KernelSpec::from_file(source).kind(self.kind).arches(arches.clone());
+                let mut spec = KernelSpec::from_file(source)
+                    .kind(self.kind)
+                    .arches(arches.clone());
                 if let Some(name) = &self.name {
                     spec = spec.name(name.clone());
                 }
@@ -123,8 +132,14 @@ fn parse_kind(s: &str) -> Result<OutputKind, String> {
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a size such as 512M or 10G"))?;
-    let shift = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size such as 512M or 10G"))?;
+    let shift = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
         "" => 0,
         "K" => 10,
         "M" => 20,
@@ -132,13 +147,16 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         "T" => 40,
         _ => return Err(format!("unknown size unit in `{s}` (K, M, G, T)")),
     };
-    n.checked_mul(1 << shift).ok_or_else(|| format!("`{s}` is too large"))
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a duration such as 30m, 12h or 7d"))?;
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration such as 30m, 12h or 7d"))?;
     let secs = match unit {
         "" | "s" => 1,
         "m" => 60,

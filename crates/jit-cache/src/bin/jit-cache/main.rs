@@ -25,7 +25,11 @@ fn main() -> ExitCode {
             } else {
                 eprintln!("jit-cache: {e}");
             }
-            ExitCode::from(if e.compile_failure().is_some() { EXIT_COMPILE } else { EXIT_CACHE })
+            ExitCode::from(if e.compile_failure().is_some() {
+                EXIT_COMPILE
+            } else {
+                EXIT_CACHE
+            })
         }
     }
 }
@@ -77,7 +81,13 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                 println!("{}", json!({ "entries": entries }));
             } else {
                 for e in entries {
-                    println!("{:<24} {:<7} {:>9} {}", e.name, e.kind, e.bytes, e.path.display());
+                    println!(
+                        "{:<24} {:<7} {:>9} {}",
+                        e.name,
+                        e.kind,
+                        e.bytes,
+                        e.path.display()
+                    );
                 }
             }
             Ok(0)
@@ -87,7 +97,11 @@ fn run(cli: &Cli) -> Result<u8, Error> {
             if cli.json {
                 println!("{}", json!({ "verify": report }));
             } else {
-                println!("checked {}, corrupt {}", report.checked, report.corrupt.len());
+                println!(
+                    "checked {}, corrupt {}",
+                    report.checked,
+                    report.corrupt.len()
+                );
                 for (path, why) in &report.corrupt {
                     println!("  moved aside {}: {why}", path.display());
                 }
@@ -95,7 +109,10 @@ fn run(cli: &Cli) -> Result<u8, Error> {
             Ok(0)
         }
         Command::Gc { max_size, max_age } => {
-            let report = cache.gc(GcPolicy { max_bytes: *max_size, max_age: *max_age })?;
+            let report = cache.gc(GcPolicy {
+                max_bytes: *max_size,
+                max_age: *max_age,
+            })?;
             print_gc(cli, "gc", &report);
             Ok(0)
         }
@@ -150,7 +167,12 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
                     if let Some(w) = &built.warning {
                         eprintln!("jit-cache: warning: {w}");
                     }
-                    println!("{}: {} {}", spec.name, built.outcome, built.artifact.path().display());
+                    println!(
+                        "{}: {} {}",
+                        spec.name,
+                        built.outcome,
+                        built.artifact.path().display()
+                    );
                 }
             }
             Err(e) => {

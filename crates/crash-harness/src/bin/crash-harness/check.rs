@@ -1,0 +1,342 @@
+//! The checker: a separate process run while every worker is dead. It prints one JSON
+//! [`CheckReport`] on stdout.
+//!
+//! Order: locks (each can be taken at once; none vanished or changed inode since the last
+//! pass), entries (meta, artifact and the compiler's bytes agree), puts and staged directories
+//! against the ledger, then the sweep (leftovers aged past `SWEEP_MIN_AGE` first, so nothing
+//! waits) and what it left, then recovery (every kernel is hit or rebuilt with the right bytes),
+//! and last the event log's rules, which then include the recovery's own locks and compiles.
+
+use crate::setup::{age, keys, spec, RunDir};
+use anyhow::{Context, Result};
+use crash_harness::{
+    check_put, dir_files, expected_artifact, kernel_index_of_name, kernel_text, CheckReport,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    kernels: usize,
+}
+
+pub fn main(args: &CheckArgs) -> Result<ExitCode> {
+    let run = RunDir::at(&args.dir);
+    let report = check(&run, args.kernels)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn is_temp(name: &str) -> bool {
+    durable_fs::is_temp_name(std::ffi::OsStr::new(name))
+}
+
+pub fn check(run: &RunDir, kernels: usize) -> Result<CheckReport> {
+    let mut report = CheckReport::default();
+    let v1 = run.cache.join(jit_cache::FORMAT_DIR);
+    check_locks(run, &v1, &mut report)?;
+    check_entries(&v1, &mut report);
+    check_ledger(run, &mut report);
+    sweep(run, &v1, &mut report)?;
+    let cache = run.open_cache()?;
+    for i in 0..kernels {
+        match cache.get_or_build(&spec(i)) {
+            Ok(built)
+                if built.artifact.bytes() == expected_artifact(&kernel_text(i)).as_slice() => {}
+            Ok(built) => report.recovery_failures.push(format!(
+                "k{i}: wrong bytes ({} bytes, {})",
+                built.artifact.bytes().len(),
+                built.outcome
+            )),
+            Err(e) => report.recovery_failures.push(format!("k{i}: {e}")),
+        }
+    }
+    let keys = keys(&cache, kernels)?;
+    let text = std::fs::read_to_string(&run.trace).unwrap_or_default();
+    report.trace = crash_harness::analyze(
+        &crash_harness::parse(&text),
+        &keys,
+        &run.cache.display().to_string(),
+    );
+    Ok(report)
+}
+
+fn check_locks(run: &RunDir, v1: &Path, report: &mut CheckReport) -> Result<()> {
+    let record = run.root.join("logs/lock-inodes.json");
+    let before: BTreeMap<String, u64> = std::fs::read(&record)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let mut now = BTreeMap::new();
+    let locks = v1.join("locks");
+    for name in names(&locks) {
+        let path = locks.join(&name);
+        match durable_fs::lock(
+            &path,
+            durable_fs::LockMode::Exclusive,
+            durable_fs::Wait::Immediately,
+        ) {
+            Ok(Some(_guard)) => {}
+            Ok(None) => report
+                .stuck_locks
+                .push(format!("{} is held with every worker dead", path.display())),
+            Err(e) => report.stuck_locks.push(e.to_string()),
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            now.insert(name, meta.ino());
+        }
+    }
+    for (name, inode) in &before {
+        match now.get(name) {
+            None => report
+                .lock_files_replaced
+                .push(format!("{name} vanished since the last check")),
+            Some(current) if current != inode => report.lock_files_replaced.push(format!(
+                "{name} is a new file (inode {inode} -> {current}) since the last check"
+            )),
+            Some(_) => {}
+        }
+    }
+    // Files seen once stay expected, even after they vanished, so one deletion is reported once
+    // per pass until it reappears with its old inode (which it never will).
+    let mut merged = before;
+    merged.extend(now);
+    std::fs::write(&record, serde_json::to_vec(&merged)?)
+        .with_context(|| format!("write {}", record.display()))?;
+    Ok(())
+}
+
+fn check_entries(v1: &Path, report: &mut CheckReport) {
+    let entries = v1.join("entries");
+    for shard in names(&entries) {
+        for key in names(&entries.join(&shard)) {
+            let key_dir = entries.join(&shard).join(&key);
+            if !key_dir.is_dir() {
+                continue;
+            }
+            for name in names(&key_dir) {
+                if is_temp(&name) {
+                    continue;
+                }
+                report.entries_checked += 1;
+                check_entry(&key_dir.join(&name), &key, report);
+            }
+        }
+    }
+}
+
+fn check_entry(dir: &Path, key: &str, report: &mut CheckReport) {
+    let shown = dir.display();
+    let meta: serde_json::Value = match std::fs::read(dir.join("meta.json")) {
+        Err(e) => return report.partial.push(format!("{shown}: no meta.json ({e})")),
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(meta) => meta,
+            Err(e) => {
+                return report
+                    .partial
+                    .push(format!("{shown}: meta.json is cut short or garbled ({e})"))
+            }
+        },
+    };
+    let file = meta["artifact_file"].as_str().unwrap_or("artifact.cubin");
+    let size = meta["artifact_size"].as_u64().unwrap_or(0);
+    let digest = meta["artifact_digest"].as_str().unwrap_or("");
+    let name = meta["name"].as_str().unwrap_or("");
+    if meta["key"].as_str() != Some(key) {
+        report
+            .corrupt
+            .push(format!("{shown}: meta.json names key {:?}", meta["key"]));
+    }
+    let bytes = match std::fs::read(dir.join(file)) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return report
+                .partial
+                .push(format!("{shown}: meta.json without its artifact ({e})"))
+        }
+    };
+    if (bytes.len() as u64) < size {
+        return report.partial.push(format!(
+            "{shown}: artifact is {} of {size} bytes",
+            bytes.len()
+        ));
+    }
+    if bytes.len() as u64 != size || fingerprint::Digest::of_bytes(&bytes).to_hex() != digest {
+        return report
+            .corrupt
+            .push(format!("{shown}: artifact does not match meta.json"));
+    }
+    match kernel_index_of_name(name) {
+        Some(i) if bytes == expected_artifact(&kernel_text(i)) => {}
+        _ => report.corrupt.push(format!(
+            "{shown}: artifact is not what the compiler produces for `{name}`"
+        )),
+    }
+}
+
+fn check_ledger(run: &RunDir, report: &mut CheckReport) {
+    let text = std::fs::read_to_string(&run.ledger).unwrap_or_default();
+    let mut begun: HashMap<String, HashSet<u64>> = HashMap::new();
+    let mut done: HashMap<String, u64> = HashMap::new();
+    let mut dirs_done = HashSet::new();
+    let mut dirs_removed = HashSet::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.splitn(6, ' ').collect();
+        let [_, _, _, event, _, detail] = fields[..] else {
+            continue;
+        };
+        let mut parts = detail.rsplitn(2, ' ');
+        match event {
+            "put-begin" | "put-done" => {
+                let (Some(seq), Some(path)) =
+                    (parts.next().and_then(|s| s.parse().ok()), parts.next())
+                else {
+                    continue;
+                };
+                if event == "put-begin" {
+                    begun.entry(path.to_string()).or_default().insert(seq);
+                } else {
+                    let last = done.entry(path.to_string()).or_insert(seq);
+                    *last = (*last).max(seq);
+                }
+            }
+            "dir-done" => {
+                dirs_done.insert(detail.to_string());
+            }
+            "dir-remove" => {
+                dirs_removed.insert(detail.to_string());
+            }
+            "wrong-read" | "verify-corrupt" | "op-error" => {
+                report.worker_violations.push(format!("{event} {detail}"))
+            }
+            _ => {}
+        }
+    }
+    for name in names(&run.puts).into_iter().filter(|n| !is_temp(n)) {
+        begun
+            .entry(run.puts.join(name).display().to_string())
+            .or_default();
+    }
+    for (path, seqs) in &begun {
+        report.puts_checked += 1;
+        match std::fs::read(path) {
+            Err(_) if done.contains_key(path) => report.puts_bad.push(format!(
+                "{path} is gone though put {} returned Ok",
+                done[path]
+            )),
+            Err(_) => {}
+            Ok(bytes) => match check_put(&bytes) {
+                Err(why) => report.puts_bad.push(format!("{path}: torn: {why}")),
+                Ok(seq) if !seqs.contains(&seq) => report
+                    .puts_bad
+                    .push(format!("{path}: holds put {seq}, never begun")),
+                Ok(seq) if done.get(path).is_some_and(|last| seq < *last) => {
+                    report.puts_bad.push(format!(
+                        "{path}: holds put {seq}, older than put {} that returned Ok",
+                        done[path]
+                    ))
+                }
+                Ok(_) => {}
+            },
+        }
+    }
+    let mut dirs: HashSet<String> = dirs_done.difference(&dirs_removed).cloned().collect();
+    dirs.extend(
+        names(&run.dirs)
+            .into_iter()
+            .filter(|n| !is_temp(n))
+            .map(|n| run.dirs.join(n).display().to_string()),
+    );
+    for dir in dirs {
+        report.dirs_checked += 1;
+        let Some(seq) = dir
+            .rsplit_once('-')
+            .and_then(|(_, hex)| u64::from_str_radix(hex, 16).ok())
+        else {
+            report.dirs_bad.push(format!("{dir}: unexpected name"));
+            continue;
+        };
+        if !Path::new(&dir).exists() {
+            report
+                .dirs_bad
+                .push(format!("{dir} is gone though its commit returned Ok"));
+            continue;
+        }
+        for (name, bytes) in dir_files(seq) {
+            if std::fs::read(Path::new(&dir).join(&name)).ok().as_deref() != Some(bytes.as_slice())
+            {
+                report
+                    .dirs_bad
+                    .push(format!("{dir}/{name} is missing or not whole"));
+            }
+        }
+    }
+}
+
+/// Where leftovers of dead processes can be: (directory, whether everything in it is one).
+fn leftover_places(run: &RunDir, v1: &Path) -> Vec<(PathBuf, bool)> {
+    let mut places = vec![(v1.join("staging"), true), (v1.join("trash"), true)];
+    for sub in ["slots", "failures", "state", "locks"] {
+        places.push((v1.join(sub), false));
+    }
+    let entries = v1.join("entries");
+    for shard in names(&entries) {
+        places.push((entries.join(&shard), false));
+        for key in names(&entries.join(&shard)) {
+            places.push((entries.join(&shard).join(key), false));
+        }
+    }
+    places.push((run.puts.clone(), false));
+    places.push((run.dirs.clone(), false));
+    places
+}
+
+fn sweep(run: &RunDir, v1: &Path, report: &mut CheckReport) -> Result<()> {
+    let places = leftover_places(run, v1);
+    for (dir, all) in &places {
+        for name in names(dir) {
+            if *all || is_temp(&name) {
+                age(&dir.join(name));
+            }
+        }
+    }
+    let cache = run.open_cache()?;
+    report.swept += cache.sweep().context("sweep the cache")?;
+    let policy = durable_fs::SweepPolicy {
+        max_age: jit_cache::SWEEP_MIN_AGE,
+    };
+    for dir in [&run.puts, &run.dirs] {
+        report.swept += durable_fs::sweep(dir, &policy)
+            .with_context(|| format!("sweep {}", dir.display()))?
+            .removed
+            .len();
+    }
+    drop(cache);
+    for (dir, all) in &places {
+        for name in names(dir) {
+            if *all || is_temp(&name) {
+                report
+                    .leftovers_after_sweep
+                    .push(dir.join(name).display().to_string());
+            }
+        }
+    }
+    Ok(())
+}

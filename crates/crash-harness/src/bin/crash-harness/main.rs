@@ -1,0 +1,98 @@
+//! `crash-harness`: the processes of `cargo xtask crash-test`.
+//!
+//! `run` is the supervisor and killer, `race` the race harness; `worker`, `check`, `race-child`
+//! and `fake-nvcc` are the processes they start.
+
+mod check;
+mod fake_nvcc;
+mod race;
+mod run;
+mod setup;
+mod worker;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// kill -9 fault injection and a race harness for the JIT kernel cache.
+#[derive(Debug, Parser)]
+#[command(name = "crash-harness")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs workers, kills them, checks the cache after every few kills and at the end.
+    Run(run::RunArgs),
+    /// P processes x K kernels x R rounds on a cold cache: one compile per kernel per round.
+    Race(race::RaceArgs),
+    /// (internal) One worker: a mixed workload until killed.
+    Worker(worker::WorkerArgs),
+    /// (internal) Checks a stopped run directory and prints a JSON report.
+    Check(check::CheckArgs),
+    /// (internal) One process of a race round.
+    RaceChild(race::ChildArgs),
+}
+
+/// Where a run happens: a directory on the chosen filesystem.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FsArgs {
+    /// The filesystem: tmp (the default temp dir), ext4, xfs, xfs4k, btrfs or tmpfs (loop
+    /// mounts, private to this process and its children; needs root).
+    #[arg(long, default_value = "tmp")]
+    fs: String,
+    /// Keep the run directory here instead of a temporary one (tmp only).
+    #[arg(long)]
+    keep_dir: Option<PathBuf>,
+}
+
+impl FsArgs {
+    /// Runs `f` in a fresh directory on the chosen filesystem; children spawned inside inherit
+    /// the private mount.
+    pub fn within<R: Send>(
+        &self,
+        f: impl FnOnce(&std::path::Path) -> Result<R> + Send,
+    ) -> Result<R> {
+        if let Some(dir) = &self.keep_dir {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+            return f(dir);
+        }
+        let Some(kind) = fs_testbed::FsKind::from_name(&self.fs) else {
+            bail!(
+                "unknown --fs {} (tmp, ext4, xfs, xfs4k, btrfs, tmpfs)",
+                self.fs
+            )
+        };
+        match fs_testbed::with_fs(kind, |root| f(root)) {
+            Ok(result) => result,
+            Err(skipped) => bail!("cannot provide --fs {}: {skipped}", self.fs),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    // The fake compiler is reached through a script that runs `crash-harness fake-nvcc ...`
+    // with nvcc's own arguments, which are not ours to parse.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("fake-nvcc") {
+        return fake_nvcc::main(&args[2..]);
+    }
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::main(&args),
+        Command::Race(args) => race::main(&args),
+        Command::Worker(args) => worker::main(&args),
+        Command::Check(args) => check::main(&args),
+        Command::RaceChild(args) => race::child_main(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("crash-harness: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

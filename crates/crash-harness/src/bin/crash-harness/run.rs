@@ -1,0 +1,471 @@
+//! The supervisor and killer: starts the workers, kills them on the seeded schedule and at
+//! failpoints, restarts them, stops them all every few kills for a checker pass, and reports.
+
+use crate::setup::{append, phase_class, read_phase, RunDir, REQUIRED_PHASES};
+use crate::FsArgs;
+use anyhow::{bail, Context, Result};
+use crash_harness::{CheckReport, Rng};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// The points a launch can be armed with: jit-cache's, then the worker's own.
+const POINTS: [(&str, bool); 10] = [
+    ("locked", true),
+    ("compiling", true),
+    ("writing-meta", true),
+    ("publishing", true),
+    ("published", true),
+    ("evicting", true),
+    ("put-writing", false),
+    ("put-fsyncing", false),
+    ("commit-writing", false),
+    ("commit-fsyncing", false),
+];
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Kills to make (SIGKILLs from the schedule, failpoint deaths, and the stops before checks).
+    #[arg(long, default_value_t = 200)]
+    pub kills: usize,
+    /// Worker processes.
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Seed of the schedule (printed; default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Kernels in the workload.
+    #[arg(long, default_value_t = 6)]
+    pub kernels: usize,
+    /// Stop the workers and run the checker after this many kills.
+    #[arg(long, default_value_t = 50)]
+    pub check_every: usize,
+    /// Percentage of worker launches armed with a failpoint (abort there).
+    #[arg(long, default_value_t = 35)]
+    pub failpoint_percent: u64,
+    /// Longest pause between two kills, in ms (the pause is drawn from 2..=this).
+    #[arg(long, default_value_t = 60)]
+    pub max_delay_ms: u64,
+    /// Break the protocol on purpose: in-place, meta-first, skip-lock, delete-lock-file.
+    #[arg(long)]
+    pub inject_bug: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub fs: FsArgs,
+}
+
+/// The whole run's findings.
+#[derive(Debug, Default, Serialize)]
+pub struct RunReport {
+    pub seed: u64,
+    pub fs: String,
+    pub workers: usize,
+    pub kernels: usize,
+    pub inject_bug: Option<String>,
+    pub kills: usize,
+    pub kills_by_phase: BTreeMap<String, usize>,
+    pub kills_at_failpoints: usize,
+    pub kills_on_schedule: usize,
+    pub kills_at_checks: usize,
+    pub phases_missed: Vec<String>,
+    pub checks: usize,
+    pub entries_checked: usize,
+    pub corrupt: usize,
+    pub partial: usize,
+    pub stuck_locks: usize,
+    pub lock_files_replaced: usize,
+    pub swept: usize,
+    pub leftovers_after_sweep: usize,
+    pub recovery_failures: usize,
+    pub puts_checked: usize,
+    pub puts_bad: usize,
+    pub dirs_checked: usize,
+    pub dirs_bad: usize,
+    pub worker_violations: usize,
+    pub lock_acquires: usize,
+    pub compiles: usize,
+    pub recompiles_after_kill: usize,
+    pub recompiles_after_eviction: usize,
+    pub uncached_compiles: usize,
+    pub lock_overlaps: usize,
+    pub double_compiles: usize,
+    pub violations: usize,
+    pub violation_samples: Vec<String>,
+    pub elapsed_s: f64,
+}
+
+impl RunReport {
+    fn absorb(&mut self, check: &CheckReport) {
+        self.checks += 1;
+        self.entries_checked += check.entries_checked;
+        self.corrupt += check.corrupt.len();
+        self.partial += check.partial.len();
+        self.stuck_locks += check.stuck_locks.len();
+        self.lock_files_replaced += check.lock_files_replaced.len();
+        self.swept += check.swept;
+        self.leftovers_after_sweep += check.leftovers_after_sweep.len();
+        self.recovery_failures += check.recovery_failures.len();
+        self.puts_checked += check.puts_checked;
+        self.puts_bad += check.puts_bad.len();
+        self.dirs_checked += check.dirs_checked;
+        self.dirs_bad += check.dirs_bad.len();
+        // Worker records and the event log are cumulative: the latest pass has them all.
+        self.worker_violations = check.worker_violations.len();
+        self.lock_acquires = check.trace.acquires;
+        self.compiles = check.trace.compiles;
+        self.recompiles_after_kill = check.trace.recompiles_after_kill;
+        self.recompiles_after_eviction = check.trace.recompiles_after_eviction;
+        self.uncached_compiles = check.trace.uncached_compiles;
+        self.lock_overlaps = check.trace.lock_overlaps.len();
+        self.double_compiles = check.trace.double_compiles.len();
+        for violation in check.violations() {
+            if self.violation_samples.len() < 40 && !self.violation_samples.contains(&violation) {
+                self.violation_samples.push(violation);
+            }
+        }
+        self.violations = self.corrupt
+            + self.partial
+            + self.stuck_locks
+            + self.lock_files_replaced
+            + self.leftovers_after_sweep
+            + self.recovery_failures
+            + self.puts_bad
+            + self.dirs_bad
+            + self.worker_violations
+            + self.lock_overlaps
+            + self.double_compiles;
+    }
+
+    fn print(&self) {
+        let by_phase: Vec<String> = self
+            .kills_by_phase
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect();
+        println!(
+            "crash-test seed {} on {}: {} kills in {:.1} s ({} workers, {} kernels, {} checks{})",
+            self.seed,
+            self.fs,
+            self.kills,
+            self.elapsed_s,
+            self.workers,
+            self.kernels,
+            self.checks,
+            self.inject_bug
+                .as_ref()
+                .map(|b| format!(", injected bug {b}"))
+                .unwrap_or_default()
+        );
+        println!(
+            "kills by phase: {} ({} at failpoints, {} on the schedule, {} stopping for checks)",
+            by_phase.join(", "),
+            self.kills_at_failpoints,
+            self.kills_on_schedule,
+            self.kills_at_checks
+        );
+        if self.phases_missed.is_empty() {
+            println!("every phase was hit: {}", REQUIRED_PHASES.join(", "));
+        } else {
+            println!(
+                "MISSED phases (no kill there): {}",
+                self.phases_missed.join(", ")
+            );
+        }
+        println!(
+            "entries checked {}, corrupt {}, partial {}, stuck locks {}, lock files replaced {}, leftovers after sweep {} (swept {}), recovery failures {}",
+            self.entries_checked,
+            self.corrupt,
+            self.partial,
+            self.stuck_locks,
+            self.lock_files_replaced,
+            self.leftovers_after_sweep,
+            self.swept,
+            self.recovery_failures
+        );
+        println!(
+            "puts checked {} (bad {}), staged dirs checked {} (bad {}), worker-reported violations {}",
+            self.puts_checked, self.puts_bad, self.dirs_checked, self.dirs_bad, self.worker_violations
+        );
+        println!(
+            "lock acquires {}, overlapping holders {}; compiles {} (recompiles: {} after a kill, {} after eviction; {} uncached), double compiles {}",
+            self.lock_acquires,
+            self.lock_overlaps,
+            self.compiles,
+            self.recompiles_after_kill,
+            self.recompiles_after_eviction,
+            self.uncached_compiles,
+            self.double_compiles
+        );
+        println!("violations: {}", self.violations);
+        for sample in &self.violation_samples {
+            println!("  {sample}");
+        }
+    }
+}
+
+struct Worker {
+    child: Child,
+    armed: Option<&'static str>,
+}
+
+struct Supervisor<'a> {
+    args: &'a RunArgs,
+    run: RunDir,
+    seed: u64,
+    rng: Rng,
+    generation: u64,
+    armed_launches: usize,
+    stderr: std::fs::File,
+    report: RunReport,
+}
+
+impl Supervisor<'_> {
+    fn launch(&mut self, slot: usize) -> Result<Worker> {
+        self.generation += 1;
+        let armed = if self.rng.range(0, 100) < self.args.failpoint_percent {
+            self.armed_launches += 1;
+            Some(POINTS[(self.armed_launches - 1) % POINTS.len()])
+        } else {
+            None
+        };
+        let phase_file = self.run.phase_file(slot);
+        crate::setup::set_phase(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&phase_file)
+                .ok()
+                .as_ref(),
+            "starting",
+        );
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.arg("worker")
+            .arg("--dir")
+            .arg(&self.run.root)
+            .args([
+                "--slot",
+                &slot.to_string(),
+                "--seed",
+                &self.seed.to_string(),
+            ])
+            .args([
+                "--kernels",
+                &self.args.kernels.to_string(),
+                "--generation",
+                &self.generation.to_string(),
+            ])
+            .env("JIT_CACHE_LOCK_LOG", &self.run.trace)
+            .env("JIT_CACHE_PHASE_FILE", &phase_file)
+            .env_remove("JIT_CACHE_FAILPOINT")
+            .env_remove("CRASH_WORKER_FAILPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(self.stderr.try_clone()?);
+        if let Some(bug) = &self.args.inject_bug {
+            cmd.env("JIT_CACHE_INJECT_BUG", bug);
+        }
+        if let Some((point, in_cache)) = armed {
+            if in_cache {
+                cmd.env("JIT_CACHE_FAILPOINT", format!("{point}:abort"));
+            } else {
+                cmd.env("CRASH_WORKER_FAILPOINT", point);
+            }
+        }
+        let child = cmd.spawn().context("start a worker")?;
+        Ok(Worker {
+            child,
+            armed: armed.map(|(p, _)| p),
+        })
+    }
+
+    fn count(&mut self, phase: &str, source: Source) {
+        self.report.kills += 1;
+        *self
+            .report
+            .kills_by_phase
+            .entry(phase_class(phase).to_string())
+            .or_default() += 1;
+        match source {
+            Source::Failpoint => self.report.kills_at_failpoints += 1,
+            Source::Schedule => self.report.kills_on_schedule += 1,
+            Source::Check => self.report.kills_at_checks += 1,
+        }
+    }
+
+    /// Kills one worker (logging the kill first), reaps it and counts the phase it was in.
+    fn kill(&mut self, slot: usize, worker: &mut Worker, source: Source) -> Result<()> {
+        let phase = read_phase(&self.run.phase_file(slot));
+        let pid = worker.child.id();
+        append(
+            &self.run.trace,
+            std::process::id(),
+            "kill",
+            "-",
+            &format!("{pid} {phase}"),
+        );
+        let _ = worker.child.kill();
+        let status = worker.child.wait().context("reap a worker")?;
+        // It may have died at its armed failpoint just before: then that is what killed it.
+        let source = if worker.armed.is_some_and(|p| p == phase) {
+            Source::Failpoint
+        } else {
+            source
+        };
+        if status.signal() != Some(9) {
+            bail!(
+                "worker {pid} ended with {status} before it was killed (see {})",
+                self.stderr_path().display()
+            );
+        }
+        self.count(&phase, source);
+        Ok(())
+    }
+
+    /// Reaps workers that died on their own (at an armed failpoint), counting and restarting them.
+    fn reap(&mut self, workers: &mut [Worker]) -> Result<()> {
+        for slot in 0..workers.len() {
+            if let Some(status) = workers[slot].child.try_wait()? {
+                let phase = read_phase(&self.run.phase_file(slot));
+                if status.signal() != Some(9) || workers[slot].armed.is_none() {
+                    bail!(
+                        "worker in slot {slot} ended with {status} (see {})",
+                        self.stderr_path().display()
+                    );
+                }
+                self.count(&phase, Source::Failpoint);
+                workers[slot] = self.launch(slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stderr_path(&self) -> std::path::PathBuf {
+        self.run.root.join("logs/workers.stderr")
+    }
+
+    fn check(&mut self) -> Result<()> {
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.arg("check")
+            .arg("--dir")
+            .arg(&self.run.root)
+            .args(["--kernels", &self.args.kernels.to_string()])
+            .env("JIT_CACHE_LOCK_LOG", &self.run.trace)
+            .env_remove("JIT_CACHE_FAILPOINT")
+            .env_remove("JIT_CACHE_PHASE_FILE")
+            .stderr(Stdio::inherit());
+        if let Some(bug) = &self.args.inject_bug {
+            cmd.env("JIT_CACHE_INJECT_BUG", bug);
+        }
+        let out = cmd.output().context("run the checker")?;
+        if !out.status.success() {
+            bail!("the checker failed ({})", out.status);
+        }
+        let check: CheckReport =
+            serde_json::from_slice(&out.stdout).context("parse the checker's report")?;
+        self.report.absorb(&check);
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Source {
+    Failpoint,
+    Schedule,
+    Check,
+}
+
+pub fn main(args: &RunArgs) -> Result<ExitCode> {
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    if !args.json {
+        println!("crash-test: seed {seed} (replay with --seed {seed})");
+    }
+    let report = args.fs.within(|root| run_in(args, seed, root))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        report.print();
+    }
+    Ok(if report.violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn run_in(args: &RunArgs, seed: u64, root: &Path) -> Result<RunReport> {
+    if args.workers == 0 || args.kernels == 0 {
+        bail!("--workers and --kernels must be at least 1");
+    }
+    let started = Instant::now();
+    let run = RunDir::at(&root.join("crash-test"));
+    run.create()?;
+    let stderr_path = run.root.join("logs/workers.stderr");
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&stderr_path)?;
+    let mut sup = Supervisor {
+        args,
+        run,
+        seed,
+        rng: Rng::new(seed),
+        generation: 0,
+        armed_launches: 0,
+        stderr,
+        report: RunReport {
+            seed,
+            fs: args.fs.fs.clone(),
+            workers: args.workers,
+            kernels: args.kernels,
+            inject_bug: args.inject_bug.clone(),
+            ..RunReport::default()
+        },
+    };
+    // A first pass on the empty root records the lock files' inodes and proves the checker runs.
+    sup.check()?;
+    let mut workers = (0..args.workers)
+        .map(|slot| sup.launch(slot))
+        .collect::<Result<Vec<_>>>()?;
+    let mut next_check = args.check_every.max(1);
+    while sup.report.kills < args.kills {
+        let delay = sup.rng.range(2, args.max_delay_ms.max(2) + 1);
+        let victim = sup.rng.range(0, args.workers as u64) as usize;
+        // The schedule's pause, not synchronisation: the workers run meanwhile.
+        std::thread::sleep(Duration::from_millis(delay));
+        sup.reap(&mut workers)?;
+        sup.kill(victim, &mut workers[victim], Source::Schedule)?;
+        workers[victim] = sup.launch(victim)?;
+        if sup.report.kills >= next_check && sup.report.kills < args.kills {
+            for (slot, worker) in workers.iter_mut().enumerate() {
+                sup.kill(slot, worker, Source::Check)?;
+            }
+            sup.check()?;
+            next_check = sup.report.kills + args.check_every.max(1);
+            workers = (0..args.workers)
+                .map(|slot| sup.launch(slot))
+                .collect::<Result<Vec<_>>>()?;
+        }
+    }
+    for (slot, worker) in workers.iter_mut().enumerate() {
+        sup.kill(slot, worker, Source::Check)?;
+    }
+    sup.check()?;
+    let mut report = sup.report;
+    report.phases_missed = REQUIRED_PHASES
+        .iter()
+        .filter(|p| !report.kills_by_phase.contains_key(**p))
+        .map(|p| p.to_string())
+        .collect();
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}

@@ -1,0 +1,172 @@
+//! The layout of a run directory, the fake compiler's script, and helpers every process uses.
+
+use anyhow::{Context, Result};
+use jit_cache::{Cache, CacheOptions, KernelSpec};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The places inside one run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    /// The run directory.
+    pub root: PathBuf,
+    /// The cache root.
+    pub cache: PathBuf,
+    /// Files written with `durable_fs::put`.
+    pub puts: PathBuf,
+    /// Directories published with `StagingDir::commit_noreplace`.
+    pub dirs: PathBuf,
+    /// The shared event log (`JIT_CACHE_LOCK_LOG`).
+    pub trace: PathBuf,
+    /// The workers' ledger of begun and finished puts and commits, and what they saw wrong.
+    pub ledger: PathBuf,
+    /// Per-worker phase files.
+    pub phases: PathBuf,
+    /// The fake compiler's script.
+    pub nvcc: PathBuf,
+}
+
+impl RunDir {
+    pub fn at(root: &Path) -> RunDir {
+        RunDir {
+            root: root.to_path_buf(),
+            cache: root.join("cache"),
+            puts: root.join("data/puts"),
+            dirs: root.join("data/dirs"),
+            trace: root.join("logs/trace.log"),
+            ledger: root.join("logs/ledger.log"),
+            phases: root.join("logs/phases"),
+            nvcc: root.join("fake-cuda/bin/nvcc"),
+        }
+    }
+
+    /// Creates the directories and the fake compiler's script (which runs this binary).
+    pub fn create(&self) -> Result<()> {
+        for dir in [
+            &self.puts,
+            &self.dirs,
+            &self.phases,
+            &self.root.join("fake-cuda/bin"),
+        ] {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        let exe = std::env::current_exe().context("locate crash-harness")?;
+        let script = format!("#!/bin/sh\nexec '{}' fake-nvcc \"$@\"\n", exe.display());
+        std::fs::write(&self.nvcc, script)
+            .with_context(|| format!("write {}", self.nvcc.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.nvcc, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("chmod {}", self.nvcc.display()))?;
+        Ok(())
+    }
+
+    pub fn phase_file(&self, slot: usize) -> PathBuf {
+        self.phases.join(format!("worker-{slot}"))
+    }
+
+    /// Opens the cache with the fake compiler.
+    pub fn open_cache(&self) -> Result<Cache> {
+        let nvcc = nvcc::Nvcc::at(&self.nvcc)
+            .with_context(|| format!("fake nvcc at {}", self.nvcc.display()))?;
+        Cache::open_with(&self.cache, CacheOptions::default().nvcc(nvcc))
+            .with_context(|| format!("open cache {}", self.cache.display()))
+    }
+}
+
+/// The spec of kernel `index`.
+pub fn spec(index: usize) -> KernelSpec {
+    let name = crash_harness::kernel_name(index);
+    KernelSpec::from_text(
+        name.clone(),
+        format!("{name}.cu"),
+        crash_harness::kernel_text(index),
+    )
+}
+
+/// Kernel names to key hex, as the cache computes them.
+pub fn keys(cache: &Cache, kernels: usize) -> Result<HashMap<String, String>> {
+    (0..kernels)
+        .map(|i| {
+            let explained = cache
+                .explain(&spec(i))
+                .with_context(|| format!("explain kernel {i}"))?;
+            Ok((explained.name, explained.key))
+        })
+        .collect()
+}
+
+/// Appends one line to an `O_APPEND` log with a single write.
+pub fn append(path: &Path, pid: u32, event: &str, key: &str, detail: &str) {
+    let line = format!(
+        "{} {} {pid} {event} {key} {detail}\n",
+        crate::fake_nvcc::setup_clock::mono(),
+        crate::fake_nvcc::setup_clock::real()
+    );
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(line.as_bytes());
+    }
+}
+
+/// Writes a phase name into a phase file (the same 32-byte record jit-cache's failpoints write).
+pub fn set_phase(file: Option<&std::fs::File>, name: &str) {
+    use std::os::unix::fs::FileExt;
+    let Some(file) = file else { return };
+    let mut record = [b' '; 32];
+    let len = name.len().min(31);
+    record[..len].copy_from_slice(&name.as_bytes()[..len]);
+    record[31] = b'\n';
+    let _ = file.write_at(&record, 0);
+}
+
+/// Reads a phase file.
+pub fn read_phase(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_else(|_| "starting".into())
+}
+
+/// The phase a point or a worker's phase name belongs to, for the report.
+pub fn phase_class(name: &str) -> &'static str {
+    match name {
+        "compiling" => "compiling",
+        "writing-meta" | "put-writing" | "commit-writing" => "writing",
+        "put-fsyncing" | "commit-fsyncing" => "fsyncing",
+        "publishing" => "publishing",
+        "published" => "published",
+        "evicting" => "evicting",
+        "locked" => "locked",
+        "gc" => "gc",
+        "verifying" => "verifying",
+        "get" | "checking" => "lookup",
+        "" | "starting" => "starting",
+        _ => "other",
+    }
+}
+
+/// The phases every run should kill in; a run that missed one says so.
+pub const REQUIRED_PHASES: [&str; 5] =
+    ["compiling", "writing", "fsyncing", "publishing", "evicting"];
+
+/// Sets an old mtime on `path` (without following symlinks), so the sweep's age rule is met
+/// without waiting.
+pub fn age(path: &Path) {
+    let stamp = rustix::fs::Timespec {
+        tv_sec: 1_000_000_000,
+        tv_nsec: 0,
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: stamp,
+        last_modification: stamp,
+    };
+    let _ = rustix::fs::utimensat(
+        rustix::fs::CWD,
+        path,
+        &times,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    );
+}

@@ -1,0 +1,300 @@
+//! The shared event log (`JIT_CACHE_LOCK_LOG`) and the rules checked on it.
+//!
+//! Every line is `<monotonic ns> <realtime ns> <pid> <event> <key> [detail]`, appended with one
+//! `write` to an `O_APPEND` file, so the file's order is the order in which the writes happened.
+//! The rules use that order, not the clocks:
+//!
+//! - jit-cache logs `acquire` after a key lock is granted and `release` before it is given up;
+//!   the harness logs `kill` before it sends SIGKILL, and a failpoint logs `abort` before the
+//!   process kills itself. So in a correct protocol, between one holder's `acquire` and its
+//!   `release` (or its death) no other `acquire` of the same lock file appears. One that does is
+//!   an **overlapping holder**.
+//! - The fake compiler logs `compile-start` and `compile-end` (key field: the kernel's name,
+//!   detail: its parent, the builder, and its output path); jit-cache logs `point published`
+//!   after an entry's rename and `trash` before an entry is moved aside. A compile of a key is a
+//!   **double compile** when (a) an earlier compile of that key is still running (it has not
+//!   ended and its builder is not dead), or (b) the earlier compile's builder published the entry
+//!   and no `trash` of the key was logged since. A recompile after the earlier builder died before
+//!   publishing, or after the entry was evicted, is legitimate (and counted as such). Compiles
+//!   whose output lies outside the cache (the cache's private fallback) are counted apart.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One parsed line of the event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The writer's process id.
+    pub pid: u32,
+    /// What happened: `acquire`, `release`, `point`, `abort`, `trash`, `kill`, `compile-start`, ...
+    pub kind: String,
+    /// The key (hex), a kernel name, or `-`.
+    pub key: String,
+    /// The rest of the line.
+    pub detail: String,
+}
+
+/// Parses the log; lines that do not parse (a torn last line of a killed writer) are skipped.
+pub fn parse(text: &str) -> Vec<Event> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(6, ' ');
+            let _mono = fields.next()?;
+            let _real = fields.next()?;
+            let pid = fields.next()?.parse().ok()?;
+            let kind = fields.next()?.to_string();
+            let key = fields.next()?.to_string();
+            let detail = fields.next().unwrap_or("").to_string();
+            Some(Event {
+                pid,
+                kind,
+                key,
+                detail,
+            })
+        })
+        .collect()
+}
+
+/// What the rules found in a log.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TraceFindings {
+    /// Key-lock acquisitions logged.
+    pub acquires: usize,
+    /// Compiles into the cache.
+    pub compiles: usize,
+    /// Compiles outside the cache (the private fallback of a failing cache).
+    pub uncached_compiles: usize,
+    /// Recompiles because the earlier builder died before publishing.
+    pub recompiles_after_kill: usize,
+    /// Recompiles because the entry was evicted or moved aside.
+    pub recompiles_after_eviction: usize,
+    /// Overlapping holders of one lock file.
+    pub lock_overlaps: Vec<String>,
+    /// Compiles of a key that the rule forbids.
+    pub double_compiles: Vec<String>,
+}
+
+#[derive(Default)]
+struct KeyState {
+    compiles: usize,
+    running: Option<(u32, u32)>,
+    last_builder: Option<u32>,
+    published: bool,
+    trashed: bool,
+}
+
+/// Applies the rules to `events`. `keys` maps kernel names to key hex; `cache_root` tells a
+/// compile into the cache from a private one.
+pub fn analyze(
+    events: &[Event],
+    keys: &HashMap<String, String>,
+    cache_root: &str,
+) -> TraceFindings {
+    let mut findings = TraceFindings::default();
+    let mut holders: HashMap<String, Vec<(u32, String)>> = HashMap::new();
+    let mut states: HashMap<String, KeyState> = HashMap::new();
+    for event in events {
+        match event.kind.as_str() {
+            "acquire" => {
+                findings.acquires += 1;
+                let held = holders.entry(event.detail.clone()).or_default();
+                if let Some((other, other_key)) = held.first() {
+                    findings.lock_overlaps.push(format!(
+                        "pid {} acquired {} (key {}) while pid {other} held it (key {})",
+                        event.pid,
+                        event.detail,
+                        short(&event.key),
+                        short(other_key)
+                    ));
+                }
+                held.push((event.pid, event.key.clone()));
+            }
+            "release" => {
+                if let Some(held) = holders.get_mut(&event.detail) {
+                    if let Some(i) = held.iter().position(|(pid, _)| *pid == event.pid) {
+                        held.remove(i);
+                    }
+                }
+            }
+            "kill" | "abort" => {
+                let dead = if event.kind == "kill" {
+                    event.detail.split(' ').next().and_then(|p| p.parse().ok())
+                } else {
+                    Some(event.pid)
+                };
+                if let Some(dead) = dead {
+                    for held in holders.values_mut() {
+                        held.retain(|(pid, _)| *pid != dead);
+                    }
+                    for state in states.values_mut() {
+                        if state.running.is_some_and(|(_, builder)| builder == dead) {
+                            state.running = None;
+                        }
+                    }
+                }
+            }
+            "point" if event.detail == "published" => {
+                if let Some(state) = states.get_mut(&event.key) {
+                    if state.last_builder == Some(event.pid) {
+                        state.published = true;
+                        state.trashed = false;
+                    }
+                }
+            }
+            "trash" => {
+                if let Some(state) = states.get_mut(&event.key) {
+                    state.trashed = true;
+                }
+            }
+            "compile-start" => {
+                let mut detail = event.detail.splitn(2, ' ');
+                let builder: u32 = detail.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+                let output = detail.next().unwrap_or("");
+                if !output.starts_with(cache_root) {
+                    findings.uncached_compiles += 1;
+                    continue;
+                }
+                let Some(key) = keys.get(&event.key) else {
+                    continue;
+                };
+                findings.compiles += 1;
+                let state = states.entry(key.clone()).or_default();
+                if let Some((compiler, other)) = state.running {
+                    findings.double_compiles.push(format!(
+                        "{} compiled by builder {builder} while builder {other} (compiler {compiler}) was still compiling it",
+                        event.key
+                    ));
+                } else if state.compiles > 0 {
+                    match (state.published, state.trashed) {
+                        (true, false) => findings.double_compiles.push(format!(
+                            "{} compiled again by builder {builder} while the entry builder {} published was in place",
+                            event.key,
+                            state.last_builder.unwrap_or(0)
+                        )),
+                        (true, true) => findings.recompiles_after_eviction += 1,
+                        (false, _) => findings.recompiles_after_kill += 1,
+                    }
+                }
+                state.compiles += 1;
+                state.running = Some((event.pid, builder));
+                state.last_builder = Some(builder);
+                state.published = false;
+                state.trashed = false;
+            }
+            "compile-end" => {
+                for state in states.values_mut() {
+                    if state
+                        .running
+                        .is_some_and(|(compiler, _)| compiler == event.pid)
+                    {
+                        state.running = None;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    findings
+}
+
+fn short(key: &str) -> &str {
+    &key[..key.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(lines: &[&str]) -> Vec<Event> {
+        parse(
+            &lines
+                .iter()
+                .map(|l| format!("1 2 {l}\n"))
+                .collect::<String>(),
+        )
+    }
+
+    fn keys() -> HashMap<String, String> {
+        HashMap::from([("k0".to_string(), "aa00".to_string())])
+    }
+
+    #[test]
+    fn serial_holders_and_a_killed_holder_are_fine_overlap_is_not() {
+        let ok = log(&[
+            "10 acquire aa00 /c/locks/aa.lock",
+            "10 release aa00 /c/locks/aa.lock",
+            "11 acquire aa00 /c/locks/aa.lock",
+            "1 kill - 11 compiling",
+            "12 acquire aa00 /c/locks/aa.lock",
+        ]);
+        assert!(
+            analyze(&ok, &keys(), "/c").lock_overlaps.is_empty(),
+            "serial holders, one killed"
+        );
+        let bad = log(&[
+            "10 acquire aa00 /c/locks/aa.lock",
+            "11 acquire aa00 /c/locks/aa.lock",
+        ]);
+        assert_eq!(
+            analyze(&bad, &keys(), "/c").lock_overlaps.len(),
+            1,
+            "two holders at once"
+        );
+    }
+
+    #[test]
+    fn a_recompile_is_legitimate_only_after_a_death_before_publishing_or_an_eviction() {
+        let after_kill = log(&[
+            "20 compile-start k0 10 /c/v1/staging/x/artifact.cubin",
+            "1 kill - 10 compiling",
+            "21 compile-start k0 11 /c/v1/staging/y/artifact.cubin",
+            "21 compile-end k0 11 /c/v1/staging/y/artifact.cubin",
+            "11 point aa00 published",
+            "12 trash aa00 /c/v1/entries/aa/aa00/v",
+            "22 compile-start k0 13 /c/v1/staging/z/artifact.cubin",
+        ]);
+        let found = analyze(&after_kill, &keys(), "/c");
+        assert!(
+            found.double_compiles.is_empty(),
+            "{:?}",
+            found.double_compiles
+        );
+        assert_eq!(
+            (found.recompiles_after_kill, found.recompiles_after_eviction),
+            (1, 1)
+        );
+        let twice = log(&[
+            "20 compile-start k0 10 /c/s/a",
+            "20 compile-end k0 10 /c/s/a",
+            "10 point aa00 published",
+            "21 compile-start k0 11 /c/s/b",
+        ]);
+        assert_eq!(
+            analyze(&twice, &keys(), "/c").double_compiles.len(),
+            1,
+            "published and in place"
+        );
+        let concurrent = log(&[
+            "20 compile-start k0 10 /c/s/a",
+            "21 compile-start k0 11 /c/s/b",
+        ]);
+        assert_eq!(
+            analyze(&concurrent, &keys(), "/c").double_compiles.len(),
+            1,
+            "two at once"
+        );
+        let private = log(&[
+            "20 compile-start k0 10 /tmp/private/a",
+            "21 compile-start k0 11 /tmp/private/b",
+        ]);
+        let found = analyze(&private, &keys(), "/c");
+        assert_eq!(
+            (
+                found.compiles,
+                found.uncached_compiles,
+                found.double_compiles.len()
+            ),
+            (0, 2, 0)
+        );
+    }
+}
