@@ -11,6 +11,7 @@
 mod bench;
 mod crash_test;
 mod demo;
+mod gpu_check;
 mod setup;
 mod test;
 mod util;
@@ -27,6 +28,7 @@ fn main() -> Result<()> {
         "bench" => bench::run(&rest),
         "demo" => demo::run(&rest),
         "crash-test" => crash_test::run(&rest),
+        "gpu-check" => gpu_check::run(&rest),
         "help" | "--help" | "-h" => {
             println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check>");
             Ok(())

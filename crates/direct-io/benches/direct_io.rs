@@ -233,7 +233,7 @@ fn main() {
         registered_buffers: true,
     };
     let ring = RingConfig {
-        slots: 32,
+        slots: 16,
         slot_size: 1 << 20,
     };
 
