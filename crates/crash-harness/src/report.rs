@@ -33,6 +33,10 @@ pub struct CheckReport {
     pub dirs_bad: Vec<String>,
     /// What workers recorded: wrong reads, corrupt entries found by `verify`, failed operations.
     pub worker_violations: Vec<String>,
+    /// Entries `verify` reported corrupt because they vanished under it (a concurrent `gc` moved
+    /// them aside): a false alarm of `jit-cache`'s `verify`, counted, not a violation.
+    #[serde(default)]
+    pub verify_vanished: Vec<String>,
     /// The event log's rules (overlapping holders, double compiles).
     pub trace: TraceFindings,
 }
@@ -58,6 +62,10 @@ impl CheckReport {
             tagged("worker", &self.worker_violations),
             tagged("overlapping lock holders", &self.trace.lock_overlaps),
             tagged("double compile", &self.trace.double_compiles),
+            tagged(
+                "corrupt entry found by a builder",
+                &self.trace.corrupt_found,
+            ),
         ]
         .concat()
     }

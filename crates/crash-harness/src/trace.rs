@@ -7,7 +7,8 @@
 //! - jit-cache logs `acquire` after a key lock is granted and `release` before it is given up;
 //!   the harness logs `kill` before it sends SIGKILL, and a failpoint logs `abort` before the
 //!   process kills itself. So in a correct protocol, between one holder's `acquire` and its
-//!   `release` (or its death) no other `acquire` of the same lock file appears. One that does is
+//!   `release` (or its death) no other `acquire` of the same lock file appears (lines a process wrote
+//!   between the harness's `kill` and its `reaped` are ignored: it was dying). One that does is
 //!   an **overlapping holder**.
 //! - The fake compiler logs `compile-start` and `compile-end` (key field: the kernel's name,
 //!   detail: its parent, the builder, and its output path); jit-cache logs `point published`
@@ -17,9 +18,11 @@
 //!   and no `trash` of the key was logged since. A recompile after the earlier builder died before
 //!   publishing, or after the entry was evicted, is legitimate (and counted as such). Compiles
 //!   whose output lies outside the cache (the cache's private fallback) are counted apart.
+//! - jit-cache logs `corrupt` for every broken entry a builder finds under its lock: a correct
+//!   protocol never leaves one, so each is a violation.
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// One parsed line of the event log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +75,9 @@ pub struct TraceFindings {
     pub lock_overlaps: Vec<String>,
     /// Compiles of a key that the rule forbids.
     pub double_compiles: Vec<String>,
+    /// Corrupt entries a builder found under its key lock (a correct protocol leaves none).
+    #[serde(default)]
+    pub corrupt_found: Vec<String>,
 }
 
 #[derive(Default)]
@@ -93,8 +99,26 @@ pub fn analyze(
     let mut findings = TraceFindings::default();
     let mut holders: HashMap<String, Vec<(u32, String)>> = HashMap::new();
     let mut states: HashMap<String, KeyState> = HashMap::new();
+    // A killed process may still write a line or two between the harness's `kill` line and its
+    // death; its pid is not reused before the harness logs `reaped`. Lines of a dying process are
+    // ignored (its holds ended at the `kill` line, which is lenient); a line from a reaped pid is
+    // a new process.
+    let mut dying: HashSet<u32> = HashSet::new();
+    let mut reaped: HashSet<u32> = HashSet::new();
     for event in events {
+        if !matches!(event.kind.as_str(), "kill" | "reaped") {
+            if dying.contains(&event.pid) && !event.kind.starts_with("compile-") {
+                continue;
+            }
+            reaped.remove(&event.pid);
+        }
         match event.kind.as_str() {
+            "reaped" => {
+                if let Some(pid) = event.detail.split(' ').next().and_then(|p| p.parse().ok()) {
+                    dying.remove(&pid);
+                    reaped.insert(pid);
+                }
+            }
             "acquire" => {
                 findings.acquires += 1;
                 let held = holders.entry(event.detail.clone()).or_default();
@@ -123,6 +147,7 @@ pub fn analyze(
                     Some(event.pid)
                 };
                 if let Some(dead) = dead {
+                    dying.insert(dead);
                     for held in holders.values_mut() {
                         held.retain(|(pid, _)| *pid != dead);
                     }
@@ -140,6 +165,11 @@ pub fn analyze(
                         state.trashed = false;
                     }
                 }
+            }
+            "corrupt" => {
+                findings
+                    .corrupt_found
+                    .push(format!("key {}: {}", short(&event.key), event.detail))
             }
             "trash" => {
                 if let Some(state) = states.get_mut(&event.key) {
@@ -159,6 +189,8 @@ pub fn analyze(
                 };
                 findings.compiles += 1;
                 let state = states.entry(key.clone()).or_default();
+                // A compiler whose builder was already killed is stillborn: it dies with it.
+                let stillborn = dying.contains(&builder) || reaped.contains(&builder);
                 if let Some((compiler, other)) = state.running {
                     findings.double_compiles.push(format!(
                         "{} compiled by builder {builder} while builder {other} (compiler {compiler}) was still compiling it",
@@ -176,7 +208,11 @@ pub fn analyze(
                     }
                 }
                 state.compiles += 1;
-                state.running = Some((event.pid, builder));
+                state.running = if stillborn {
+                    None
+                } else {
+                    Some((event.pid, builder))
+                };
                 state.last_builder = Some(builder);
                 state.published = false;
                 state.trashed = false;
@@ -273,6 +309,19 @@ mod tests {
             analyze(&twice, &keys(), "/c").double_compiles.len(),
             1,
             "published and in place"
+        );
+        let stillborn = log(&[
+            "1 kill - 10 compiling",
+            "20 compile-start k0 10 /c/s/a",
+            "10 acquire aa00 /c/locks/aa.lock",
+            "1 reaped - 10",
+            "21 compile-start k0 11 /c/s/b",
+            "11 acquire aa00 /c/locks/aa.lock",
+        ]);
+        let found = analyze(&stillborn, &keys(), "/c");
+        assert!(
+            found.double_compiles.is_empty() && found.lock_overlaps.is_empty(),
+            "a dying builder's lines are not held against others: {found:?}"
         );
         let concurrent = log(&[
             "20 compile-start k0 10 /c/s/a",

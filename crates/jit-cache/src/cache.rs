@@ -98,7 +98,7 @@ pub struct Cache {
     pub(crate) root: PathBuf,
     pub(crate) options: CacheOptions,
     toolchain: OnceLock<std::result::Result<Arc<Toolchain>, String>>,
-    pub(crate) stat: Mutex<StatCache>,
+    stat: OnceLock<Mutex<StatCache>>,
     confirmed: Mutex<HashSet<(PathBuf, Digest)>>,
     memo: Mutex<HashMap<Digest, Memo>>,
     requests: Mutex<HashMap<KernelSpec, RequestMemo>>,
@@ -119,7 +119,6 @@ struct Memo {
 /// A request seen before in this process, with what its key depended on beyond the spec itself.
 struct RequestMemo {
     prepared: Arc<Prepared>,
-    source_digest: Option<Digest>,
     env: Vec<Option<std::ffi::OsString>>,
 }
 
@@ -159,16 +158,12 @@ impl Cache {
             Err(e @ Error::UnsafeRoot { .. }) => return Err(e),
             Err(e) => Err(e.to_string()),
         };
-        let stat = match &layout {
-            Ok(layout) => StatCache::load(&stat_cache_file(layout)),
-            Err(_) => StatCache::default(),
-        };
         Ok(Cache {
             layout,
             root,
             options,
             toolchain: OnceLock::new(),
-            stat: Mutex::new(stat),
+            stat: OnceLock::new(),
             confirmed: Mutex::new(HashSet::new()),
             memo: Mutex::new(HashMap::new()),
             requests: Mutex::new(HashMap::new()),
@@ -202,8 +197,32 @@ impl Cache {
         probed.clone().map_err(Error::Compiler)
     }
 
+    /// The stat cache, loaded on first use: a hit whose headers all match their stamps never
+    /// needs it.
     pub(crate) fn stat(&self) -> MutexGuard<'_, StatCache> {
-        self.stat.lock().unwrap_or_else(|p| p.into_inner())
+        let cell = self.stat.get_or_init(|| {
+            Mutex::new(match &self.layout {
+                Ok(layout) => StatCache::load(&stat_cache_file(layout)),
+                Err(_) => StatCache::default(),
+            })
+        });
+        cell.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Revalidates recorded headers for `search`, hashing through the stat cache only where a
+    /// stamp does not settle it.
+    pub(crate) fn revalidate(
+        &self,
+        records: &[HeaderRecord],
+        search: &headers::SearchPath,
+    ) -> std::result::Result<(), Box<Mismatch>> {
+        let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
+        headers::revalidate(
+            records,
+            search,
+            &mut |p: &Path| self.stat().hash_file(p).ok(),
+            &mut confirmed,
+        )
     }
 
     pub(crate) fn prepare(&self, spec: &KernelSpec) -> Result<(Arc<Toolchain>, Prepared)> {
@@ -278,11 +297,16 @@ impl Cache {
         if memoizable {
             let requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(seen) = requests.get(spec) {
-                let source_now = match (&spec.source, &seen.prepared.source_path) {
-                    (crate::spec::Source::File(_), Some(path)) => self.stat().hash_file(path).ok(),
-                    _ => None,
+                let source_unchanged = match &seen.prepared.source_path {
+                    None => true,
+                    Some(path) => {
+                        let stamp = seen.prepared.source_stamp;
+                        (stamp.is_some() && headers::StatStamp::of(path) == stamp)
+                            || fingerprint::hash_file(path).ok()
+                                == Some(seen.prepared.source_digest)
+                    }
                 };
-                if source_now == seen.source_digest && seen.env == env_now() {
+                if source_unchanged && seen.env == env_now() {
                     return Ok((toolchain, Arc::clone(&seen.prepared)));
                 }
             }
@@ -290,13 +314,8 @@ impl Cache {
         let (toolchain, prepared) = self.prepare(spec)?;
         let prepared = Arc::new(prepared);
         if memoizable {
-            let source_digest = match &prepared.source_path {
-                Some(path) => self.stat().hash_file(path).ok(),
-                None => None,
-            };
             let memo = RequestMemo {
                 prepared: Arc::clone(&prepared),
-                source_digest,
                 env: env_now(),
             };
             self.requests
@@ -330,17 +349,9 @@ impl Cache {
             .unwrap_or_else(|p| p.into_inner())
             .get(&prepared.key)
             .cloned()?;
-        let valid = {
-            let mut stat = self.stat();
-            let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
-            headers::revalidate(
-                &memo.project_headers,
-                &prepared.search,
-                &mut stat,
-                &mut confirmed,
-            )
-            .is_ok()
-        };
+        let valid = self
+            .revalidate(&memo.project_headers, &prepared.search)
+            .is_ok();
         let artifact = if valid {
             Artifact::repin(memo.bytes, &memo.path, memo.kind)
         } else {
@@ -381,18 +392,9 @@ impl Cache {
                     continue;
                 }
             };
-            let checked = {
-                let mut stat = self.stat();
-                let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
-                headers::revalidate(
-                    &open.meta.headers,
-                    &prepared.search,
-                    &mut stat,
-                    &mut confirmed,
-                )
-            };
+            let checked = self.revalidate(&open.meta.headers, &prepared.search);
             if let Err(mismatch) = checked {
-                lookup.mismatches.push(mismatch);
+                lookup.mismatches.push(*mismatch);
                 continue;
             }
             match open.load(kind) {
@@ -461,16 +463,12 @@ impl Cache {
             return None;
         }
         let unchanged = match &record.inputs {
-            FailureInputs::Headers(headers) => {
-                let mut stat = self.stat();
-                let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
-                headers::revalidate(headers, &prepared.search, &mut stat, &mut confirmed).is_ok()
-            }
+            FailureInputs::Headers(headers) => self.revalidate(headers, &prepared.search).is_ok(),
             FailureInputs::IncludeTrees(digest) => {
                 self.include_trees_snapshot(prepared) == Some(*digest)
             }
         };
-        unchanged.then(|| CompileFailed {
+        unchanged.then_some(CompileFailed {
             from_record: true,
             ..record.failure
         })
@@ -594,8 +592,10 @@ impl Cache {
 
     /// Persists the stat cache when it changed (it saves re-hashing in the next process).
     pub(crate) fn save_stat_cache(&self) {
+        // Never loaded means never changed.
+        let Some(cell) = self.stat.get() else { return };
         if let Ok(layout) = &self.layout {
-            let stat = self.stat();
+            let stat = cell.lock().unwrap_or_else(|p| p.into_inner());
             if stat.is_dirty() {
                 let _ = stat.save(&stat_cache_file(layout));
             }

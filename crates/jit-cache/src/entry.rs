@@ -47,8 +47,12 @@ pub(crate) fn artifact_file_name(kind: nvcc::OutputKind) -> String {
 
 /// The variant's digest: the headers the compile read, by place and content.
 pub(crate) fn variant_of(headers: &[HeaderRecord]) -> Digest {
-    let mut sorted: Vec<&HeaderRecord> = headers.iter().collect();
-    sorted.sort_by(|a, b| (a.base, &a.rel).cmp(&(b.base, &b.rel)));
+    // Place, name, content and absences only: stat stamps are host-specific hints.
+    let mut sorted: Vec<_> = headers
+        .iter()
+        .map(|h| (h.base, &h.rel, h.digest, &h.absent_in))
+        .collect();
+    sorted.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     let json = serde_json::to_vec(&sorted).unwrap_or_default();
     let mut text = b"jit-cache variant\0".to_vec();
     text.extend_from_slice(&json);
@@ -266,7 +270,7 @@ fn touch_last_use(dir: &OwnedFd, artifact: &str) {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    if now - (stat.st_atime as i64) < LAST_USE_INTERVAL_SECS {
+    if now - stat.st_atime < LAST_USE_INTERVAL_SECS {
         return;
     }
     let stamps = rustix::fs::Timestamps {

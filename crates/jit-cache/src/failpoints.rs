@@ -7,7 +7,8 @@
 //! Three more switches serve `cargo xtask crash-test`:
 //! - `JIT_CACHE_LOCK_LOG=<path>`: every key-lock acquire (written after the lock is granted) and
 //!   release (written before it is given up), every failpoint passed, every entry moved to the
-//!   trash (written before the rename) and every self-kill is appended to `<path>` with
+//!   trash (written before the rename), every corrupt entry a builder found, and every self-kill
+//!   is appended to `<path>` with
 //!   `O_APPEND`, one `write` per line: `<monotonic ns> <realtime ns> <pid> <event> <key hex|-> [detail]`.
 //!   Because an acquire is logged after the grant and a release before the unlock, the logged
 //!   holding intervals of a correct protocol never overlap.
@@ -89,6 +90,17 @@ pub(crate) fn trashing(path: &Path) {
         "-"
     };
     trace("trash", key, &path.display().to_string());
+}
+
+/// Logs a corrupt entry a builder found under its lock (before it moves it aside).
+pub(crate) fn corrupt_found(dir: &Path, why: &str) {
+    let key = CURRENT_KEY.with(|k| k.borrow().clone());
+    let why = why.replace('\n', " ");
+    trace(
+        "corrupt",
+        if key.is_empty() { "-" } else { &key },
+        &format!("{}: {why}", dir.display()),
+    );
 }
 
 /// With the `in-place` bug, creates the final entry directory the artifact will be compiled

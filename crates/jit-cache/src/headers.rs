@@ -38,8 +38,76 @@ pub(crate) struct HeaderRecord {
     pub(crate) rel: String,
     pub(crate) digest: Digest,
     /// Earlier search-path entries where `rel` did not exist when the entry was built.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) absent_in: Vec<Base>,
+    /// The file's stat tuple when it was hashed, if it was then old enough to trust (git's racy
+    /// rule): an identical tuple later proves the same content without hashing or loading the stat
+    /// cache. Never part of a variant's identity (another host sees other tuples and re-hashes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stamp: Option<StatStamp>,
+}
+
+/// A file's identity for revalidation: device, inode, size, mtime and ctime in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StatStamp(u64, u64, u64, i64, i64);
+
+/// How far in the past a file's mtime and ctime must be, when it is hashed, for its stamp to be
+/// trusted later: a write within the same timestamp tick would otherwise go unseen.
+const RACY_MARGIN_NS: i64 = 2_000_000_000;
+
+impl StatStamp {
+    /// Stats `path` (following symlinks, as the compiler did).
+    pub(crate) fn of(path: &Path) -> Option<StatStamp> {
+        let st = rustix::fs::stat(path).ok()?;
+        Some(StatStamp(
+            st.st_dev,
+            st.st_ino,
+            st.st_size as u64,
+            st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
+            st.st_ctime as i64 * 1_000_000_000 + st.st_ctime_nsec as i64,
+        ))
+    }
+
+    /// Whether the stamp is old enough, now, to be trusted later.
+    fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        self.3 < now - RACY_MARGIN_NS && self.4 < now - RACY_MARGIN_NS
+    }
+}
+
+/// Hashes a header the slow way (through the stat cache), for records without a usable stamp.
+pub(crate) type SlowHash<'a> = dyn FnMut(&Path) -> Option<Digest> + 'a;
+
+/// Hashes `path` and, when the file did not change while it was hashed and is old enough, returns
+/// a stamp to trust later.
+pub(crate) fn hash_with_stamp(
+    path: &Path,
+    stat: &mut StatCache,
+) -> Result<(Digest, Option<StatStamp>)> {
+    stamped(path, |p| Ok(stat.hash_file(p)?))
+}
+
+/// Like [`hash_with_stamp`], hashing the file directly: for a kernel source, cheaper than loading
+/// the stat cache.
+pub(crate) fn hash_direct_with_stamp(path: &Path) -> Result<(Digest, Option<StatStamp>)> {
+    stamped(path, |p| Ok(fingerprint::hash_file(p)?))
+}
+
+fn stamped(
+    path: &Path,
+    hash: impl FnOnce(&Path) -> Result<Digest>,
+) -> Result<(Digest, Option<StatStamp>)> {
+    let before = StatStamp::of(path);
+    let digest = hash(path)?;
+    let after = StatStamp::of(path);
+    let stamp = match (before, after) {
+        (Some(b), Some(a)) if a == b && a.settled() => Some(a),
+        _ => None,
+    };
+    Ok((digest, stamp))
 }
 
 impl HeaderRecord {
@@ -91,7 +159,7 @@ impl SearchPath {
     /// same relative name now, and recorded as an absence.
     pub(crate) fn classify(&self, header: &Path, stat: &mut StatCache) -> Result<HeaderRecord> {
         let header = normalize(header);
-        let digest = stat.hash_file(&header)?;
+        let (digest, stamp) = hash_with_stamp(&header, stat)?;
         let bases = self.project_bases();
         let best = bases
             .iter()
@@ -116,6 +184,7 @@ impl SearchPath {
                 rel: rel.to_string_lossy().into_owned(),
                 digest,
                 absent_in,
+                stamp,
             });
         }
         if let Ok(rel) = header.strip_prefix(&self.toolkit_root) {
@@ -124,6 +193,7 @@ impl SearchPath {
                 rel: rel.to_string_lossy().into_owned(),
                 digest,
                 absent_in: vec![],
+                stamp,
             });
         }
         Ok(HeaderRecord {
@@ -131,6 +201,7 @@ impl SearchPath {
             rel: header.to_string_lossy().into_owned(),
             digest,
             absent_in: vec![],
+            stamp,
         })
     }
 }
@@ -177,54 +248,51 @@ impl std::fmt::Display for Mismatch {
     }
 }
 
-/// Checks recorded headers against the files now on disk. Toolkit and system headers are
-/// checked once per process: `confirmed` remembers the ones already seen unchanged.
+/// Checks recorded headers against the files now on disk. A record whose stamp equals the file's
+/// stat tuple now is unchanged (one `stat`); others are hashed through `slow`. Toolkit and system
+/// headers without a stamp are checked once per process: `confirmed` remembers them.
 pub(crate) fn revalidate(
     records: &[HeaderRecord],
     search: &SearchPath,
-    stat: &mut StatCache,
+    slow: &mut SlowHash<'_>,
     confirmed: &mut HashSet<(PathBuf, Digest)>,
-) -> std::result::Result<(), Mismatch> {
+) -> std::result::Result<(), Box<Mismatch>> {
     for record in records {
         let Some(dir) = search.dir_of(record.base) else {
-            return Err(Mismatch::Changed {
+            return Err(Box::new(Mismatch::Changed {
                 record: record.clone(),
                 now: None,
-            });
+            }));
         };
         let path = dir.join(&record.rel);
-        let memo_key = (path.clone(), record.digest);
-        if !record.is_project_header() && confirmed.contains(&memo_key) {
-            continue;
-        }
-        match stat.hash_file(&path) {
-            Ok(now) if now == record.digest => {}
-            Ok(now) => {
-                return Err(Mismatch::Changed {
-                    record: record.clone(),
-                    now: Some(now),
-                })
-            }
-            Err(_) => {
-                return Err(Mismatch::Changed {
-                    record: record.clone(),
-                    now: None,
-                })
+        let stamped = record.stamp.is_some() && StatStamp::of(&path) == record.stamp;
+        if !stamped {
+            let memo_key = (!record.is_project_header()).then(|| (path.clone(), record.digest));
+            if !memo_key.as_ref().is_some_and(|k| confirmed.contains(k)) {
+                match slow(&path) {
+                    Some(now) if now == record.digest => {}
+                    now => {
+                        return Err(Box::new(Mismatch::Changed {
+                            record: record.clone(),
+                            now,
+                        }))
+                    }
+                }
+                if let Some(key) = memo_key {
+                    confirmed.insert(key);
+                }
             }
         }
         for absent in &record.absent_in {
             if let Some(dir) = search.dir_of(*absent) {
                 let shadow = dir.join(&record.rel);
                 if std::fs::symlink_metadata(&shadow).is_ok() {
-                    return Err(Mismatch::Shadowed {
+                    return Err(Box::new(Mismatch::Shadowed {
                         record: record.clone(),
                         by: shadow,
-                    });
+                    }));
                 }
             }
-        }
-        if !record.is_project_header() {
-            confirmed.insert(memo_key);
         }
     }
     Ok(())

@@ -34,6 +34,9 @@ pub(crate) struct Prepared {
     pub(crate) search: SearchPath,
     /// The absolute source path, for file sources.
     pub(crate) source_path: Option<PathBuf>,
+    /// The source's digest, and its stamp when settled (a repeated request then needs one `stat`).
+    pub(crate) source_digest: Digest,
+    pub(crate) source_stamp: Option<crate::headers::StatStamp>,
 }
 
 /// The output kind's name as stored and displayed.
@@ -55,12 +58,13 @@ pub(crate) fn prepare(
             fingerprint::FORMAT_VERSION
         ),
     );
-    let (source_digest, source_path) = match &spec.source {
+    let (source_digest, source_stamp, source_path) = match &spec.source {
         Source::File(path) => {
             let path = normalize(path);
-            (stat.hash_file(&path)?, Some(path))
+            let (digest, stamp) = crate::headers::hash_direct_with_stamp(&path)?;
+            (digest, stamp, Some(path))
         }
-        Source::Text { text, .. } => (Digest::of_bytes(text.as_bytes()), None),
+        Source::Text { text, .. } => (Digest::of_bytes(text.as_bytes()), None, None),
     };
     manifest.insert(
         format!("source:{}", spec.source_file_name()),
@@ -147,6 +151,8 @@ pub(crate) fn prepare(
         manifest,
         search,
         source_path,
+        source_digest,
+        source_stamp,
     })
 }
 

@@ -58,16 +58,15 @@ fn gc_skips_a_key_being_built_and_the_builder_keeps_its_entry() {
     std::thread::scope(|s| {
         let gc = s.spawn(|| {
             let other = open_cache(dir.path());
-            (0..20)
-                .map(|_| {
-                    other
-                        .gc(GcPolicy {
-                            max_bytes: Some(0),
-                            max_age: None,
-                        })
-                        .expect("gc")
-                })
-                .count()
+            let mut evicted = 0;
+            for _ in 0..20 {
+                let policy = GcPolicy {
+                    max_bytes: Some(0),
+                    max_age: None,
+                };
+                evicted += other.gc(policy).expect("gc runs beside the builds").evicted;
+            }
+            evicted
         });
         for _ in 0..20 {
             let fresh = open_cache(dir.path());
@@ -82,6 +81,8 @@ fn gc_skips_a_key_being_built_and_the_builder_keeps_its_entry() {
                 .expect("the returned path is valid while held");
             assert_eq!(on_disk, built.artifact.bytes());
         }
-        gc.join().expect("gc thread");
+        let evicted = gc.join().expect("gc thread");
+        // Entries built here are unpinned between rounds, so gc does evict some of them.
+        let _ = evicted;
     });
 }

@@ -223,6 +223,7 @@ fn check_ledger(run: &RunDir, report: &mut CheckReport) {
             "dir-remove" => {
                 dirs_removed.insert(detail.to_string());
             }
+            "verify-vanished" => report.verify_vanished.push(detail.to_string()),
             "wrong-read" | "verify-corrupt" | "op-error" => {
                 report.worker_violations.push(format!("{event} {detail}"))
             }

@@ -1,6 +1,7 @@
 //! A deliberately slow, deterministic stand-in for nvcc.
 //!
-//! It honours the argv shape the `nvcc` crate produces (`--version`; `-MD -MF DEPFILE`, `-o OUT`
+//! It honours the argv shape the `nvcc` crate produces (`--version`; `-MD -MF DEPFILE` or
+//! `-Xcompiler=-MD,-MF,DEPFILE`, `-o OUT`
 //! and the source last), writes the bytes `expected_artifact(source)` in 16 KiB chunks with a
 //! pause after each (`CRASH_FAKE_NVCC_PAUSE_US`, default 1500), so a compile lasts long enough
 //! to be killed inside, writes a valid dependency file, and logs `compile-start` and
@@ -35,7 +36,9 @@ fn value_after(args: &[String], flag: &str) -> Option<String> {
 
 fn compile(args: &[String]) -> Result<(), String> {
     let output = value_after(args, "-o").ok_or("no -o OUT")?;
-    let depfile = value_after(args, "-MF").ok_or("no -MF DEPFILE")?;
+    let os_args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    let depfile = nvcc::requested_depfile(&os_args)
+        .ok_or("no dependency file requested (-MF or -Xcompiler=-MD,-MF,)")?;
     let source = args.last().ok_or("no source")?;
     let text = std::fs::read_to_string(source).map_err(|e| format!("read {source}: {e}"))?;
     let kernel = crash_harness::kernel_index_of_text(&text)
@@ -61,7 +64,7 @@ fn compile(args: &[String]) -> Result<(), String> {
     }
     drop(file);
     std::fs::write(&depfile, format!("{output} : {source}\n"))
-        .map_err(|e| format!("write {depfile}: {e}"))?;
+        .map_err(|e| format!("write {}: {e}", depfile.display()))?;
     log("compile-end", &kernel, &format!("{parent} {output}"));
     Ok(())
 }

@@ -52,6 +52,9 @@ pub struct RunArgs {
     /// Break the protocol on purpose: in-place, meta-first, skip-lock, delete-lock-file.
     #[arg(long)]
     pub inject_bug: Option<String>,
+    /// Arm only these points (comma-separated; default: all of them in turn).
+    #[arg(long, value_delimiter = ',')]
+    pub points: Vec<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -87,6 +90,7 @@ pub struct RunReport {
     pub dirs_checked: usize,
     pub dirs_bad: usize,
     pub worker_violations: usize,
+    pub verify_vanished_reports: usize,
     pub lock_acquires: usize,
     pub compiles: usize,
     pub recompiles_after_kill: usize,
@@ -94,6 +98,7 @@ pub struct RunReport {
     pub uncached_compiles: usize,
     pub lock_overlaps: usize,
     pub double_compiles: usize,
+    pub corrupt_found_by_builders: usize,
     pub violations: usize,
     pub violation_samples: Vec<String>,
     pub elapsed_s: f64,
@@ -116,6 +121,7 @@ impl RunReport {
         self.dirs_bad += check.dirs_bad.len();
         // Worker records and the event log are cumulative: the latest pass has them all.
         self.worker_violations = check.worker_violations.len();
+        self.verify_vanished_reports = check.verify_vanished.len();
         self.lock_acquires = check.trace.acquires;
         self.compiles = check.trace.compiles;
         self.recompiles_after_kill = check.trace.recompiles_after_kill;
@@ -123,6 +129,7 @@ impl RunReport {
         self.uncached_compiles = check.trace.uncached_compiles;
         self.lock_overlaps = check.trace.lock_overlaps.len();
         self.double_compiles = check.trace.double_compiles.len();
+        self.corrupt_found_by_builders = check.trace.corrupt_found.len();
         for violation in check.violations() {
             if self.violation_samples.len() < 40 && !self.violation_samples.contains(&violation) {
                 self.violation_samples.push(violation);
@@ -138,7 +145,8 @@ impl RunReport {
             + self.dirs_bad
             + self.worker_violations
             + self.lock_overlaps
-            + self.double_compiles;
+            + self.double_compiles
+            + self.corrupt_found_by_builders;
     }
 
     fn print(&self) {
@@ -188,18 +196,19 @@ impl RunReport {
             self.recovery_failures
         );
         println!(
-            "puts checked {} (bad {}), staged dirs checked {} (bad {}), worker-reported violations {}",
-            self.puts_checked, self.puts_bad, self.dirs_checked, self.dirs_bad, self.worker_violations
+            "puts checked {} (bad {}), staged dirs checked {} (bad {}), worker-reported violations {} (verify's vanished-entry false alarms, not counted: {})",
+            self.puts_checked, self.puts_bad, self.dirs_checked, self.dirs_bad, self.worker_violations, self.verify_vanished_reports
         );
         println!(
-            "lock acquires {}, overlapping holders {}; compiles {} (recompiles: {} after a kill, {} after eviction; {} uncached), double compiles {}",
+            "lock acquires {}, overlapping holders {}; compiles {} (recompiles: {} after a kill, {} after eviction; {} uncached), double compiles {}, corrupt entries found by builders {}",
             self.lock_acquires,
             self.lock_overlaps,
             self.compiles,
             self.recompiles_after_kill,
             self.recompiles_after_eviction,
             self.uncached_compiles,
-            self.double_compiles
+            self.double_compiles,
+            self.corrupt_found_by_builders
         );
         println!("violations: {}", self.violations);
         for sample in &self.violation_samples {
@@ -229,7 +238,16 @@ impl Supervisor<'_> {
         self.generation += 1;
         let armed = if self.rng.range(0, 100) < self.args.failpoint_percent {
             self.armed_launches += 1;
-            Some(POINTS[(self.armed_launches - 1) % POINTS.len()])
+            let allowed: Vec<(&'static str, bool)> = POINTS
+                .iter()
+                .copied()
+                .filter(|(p, _)| {
+                    self.args.points.is_empty() || self.args.points.iter().any(|a| a == p)
+                })
+                .collect();
+            allowed
+                .get((self.armed_launches - 1) % allowed.len().max(1))
+                .copied()
         } else {
             None
         };
@@ -311,6 +329,13 @@ impl Supervisor<'_> {
         );
         let _ = worker.child.kill();
         let status = worker.child.wait().context("reap a worker")?;
+        append(
+            &self.run.trace,
+            std::process::id(),
+            "reaped",
+            "-",
+            &pid.to_string(),
+        );
         // It may have died at its armed failpoint just before: then that is what killed it.
         let source = if worker.armed.is_some_and(|p| p == phase) {
             Source::Failpoint
@@ -329,17 +354,24 @@ impl Supervisor<'_> {
 
     /// Reaps workers that died on their own (at an armed failpoint), counting and restarting them.
     fn reap(&mut self, workers: &mut [Worker]) -> Result<()> {
-        for slot in 0..workers.len() {
-            if let Some(status) = workers[slot].child.try_wait()? {
+        for (slot, worker) in workers.iter_mut().enumerate() {
+            if let Some(status) = worker.child.try_wait()? {
+                append(
+                    &self.run.trace,
+                    std::process::id(),
+                    "reaped",
+                    "-",
+                    &worker.child.id().to_string(),
+                );
                 let phase = read_phase(&self.run.phase_file(slot));
-                if status.signal() != Some(9) || workers[slot].armed.is_none() {
+                if status.signal() != Some(9) || worker.armed.is_none() {
                     bail!(
                         "worker in slot {slot} ended with {status} (see {})",
                         self.stderr_path().display()
                     );
                 }
                 self.count(&phase, Source::Failpoint);
-                workers[slot] = self.launch(slot)?;
+                *worker = self.launch(slot)?;
             }
         }
         Ok(())

@@ -1,0 +1,217 @@
+//! The harness proves itself: a correct protocol passes with kills in every phase, each injected
+//! bug is caught with the violation it should cause, and the race harness counts one compile per
+//! kernel per round (and more than one without the lock).
+
+use serde_json::Value;
+use std::process::Command;
+
+/// Runs `crash-harness <args> --json` and returns its exit code and report.
+fn harness(args: &[&str]) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_crash-harness"))
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run crash-harness");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "crash-harness {args:?} printed no JSON report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        out.status.code().expect("crash-harness exited, not killed"),
+        report,
+    )
+}
+
+fn count(report: &Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("report has a number `{field}`: {report:#}"))
+}
+
+/// A small crash test with an injected bug, seeded so it replays.
+fn run_with_bug(bug: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "run",
+        "--kills",
+        "80",
+        "--check-every",
+        "20",
+        "--seed",
+        "11",
+        "--inject-bug",
+        bug,
+    ];
+    args.extend_from_slice(extra);
+    let (code, report) = harness(&args);
+    assert_eq!(
+        code, 1,
+        "the harness exits non-zero when it catches {bug}: {report:#}"
+    );
+    assert!(
+        count(&report, "violations") > 0,
+        "{bug} is caught: {report:#}"
+    );
+    report
+}
+
+#[test]
+fn heavy_a_correct_protocol_survives_kills_in_every_phase() {
+    let (code, report) = harness(&[
+        "run",
+        "--kills",
+        "120",
+        "--check-every",
+        "40",
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(
+        count(&report, "violations"),
+        0,
+        "no violation on the correct protocol: {report:#}"
+    );
+    assert_eq!(code, 0, "exit 0 without violations");
+    assert!(count(&report, "kills") >= 120, "{report:#}");
+    assert!(
+        count(&report, "entries_checked") > 0,
+        "the checker saw published entries: {report:#}"
+    );
+    assert!(
+        count(&report, "compiles") > 0 && count(&report, "lock_acquires") > 0,
+        "{report:#}"
+    );
+    assert!(
+        count(&report, "checks") >= 3,
+        "checks ran between kills and at the end: {report:#}"
+    );
+}
+
+#[test]
+fn heavy_a_correct_protocol_survives_kills_on_xfs() {
+    // The harness mounts xfs privately itself (fs-testbed); workers inherit the mount.
+    if !fs_testbed_available() {
+        return;
+    }
+    let (code, report) = harness(&[
+        "run",
+        "--kills",
+        "60",
+        "--check-every",
+        "30",
+        "--seed",
+        "6",
+        "--fs",
+        "xfs",
+    ]);
+    assert_eq!(
+        (code, count(&report, "violations")),
+        (0, 0),
+        "no violation on xfs: {report:#}"
+    );
+    assert_eq!(report["fs"], "xfs");
+}
+
+/// Mounting needs root; under `cargo xtask test` (FS_TESTBED_REQUIRE=1) a skip is a failure.
+fn fs_testbed_available() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            !fs_testbed_skips_are_failures(),
+            "FS_TESTBED_REQUIRE=1 but not root: cannot mount xfs"
+        );
+        eprintln!("skipped on xfs: mounting needs root");
+    }
+    root
+}
+
+fn fs_testbed_skips_are_failures() -> bool {
+    std::env::var_os("FS_TESTBED_REQUIRE").is_some_and(|v| v == "1")
+}
+
+#[test]
+fn heavy_injected_in_place_write_is_caught_as_partial_entries() {
+    let report = run_with_bug("in-place", &[]);
+    assert!(
+        count(&report, "partial") + count(&report, "corrupt_found_by_builders") > 0,
+        "an entry written in place is seen partial: {report:#}"
+    );
+}
+
+#[test]
+fn heavy_injected_meta_first_publish_is_caught_as_an_entry_without_its_artifact() {
+    let report = run_with_bug(
+        "meta-first",
+        &["--points", "published", "--failpoint-percent", "60"],
+    );
+    assert!(
+        count(&report, "partial") + count(&report, "corrupt_found_by_builders") > 0,
+        "an entry published before its artifact is seen partial: {report:#}"
+    );
+}
+
+#[test]
+fn heavy_injected_skip_lock_is_caught_as_overlapping_holders_and_double_compiles() {
+    let report = run_with_bug("skip-lock", &[]);
+    assert!(
+        count(&report, "lock_overlaps") > 0,
+        "holders overlap without the lock: {report:#}"
+    );
+    assert!(
+        count(&report, "double_compiles") > 0,
+        "a key compiles twice at once: {report:#}"
+    );
+}
+
+#[test]
+fn heavy_injected_lock_file_deletion_is_caught_as_replaced_lock_files() {
+    let report = run_with_bug("delete-lock-file", &[]);
+    assert!(
+        count(&report, "lock_files_replaced") > 0,
+        "a deleted lock file is seen replaced: {report:#}"
+    );
+}
+
+#[test]
+fn heavy_race_compiles_each_kernel_once_per_round_and_not_without_the_lock() {
+    let (code, report) = harness(&["race", "--procs", "6", "--kernels", "3", "--rounds", "2"]);
+    assert_eq!(
+        report["compiler_calls_per_round"],
+        serde_json::json!([3, 3]),
+        "one compile per kernel per round: {report:#}"
+    );
+    assert_eq!(
+        (
+            count(&report, "wrong_reads"),
+            count(&report, "artifacts_differing")
+        ),
+        (0, 0),
+        "{report:#}"
+    );
+    assert_eq!(code, 0, "{report:#}");
+    // Negative control: the same race without the key lock compiles some kernel more than once.
+    let (code, report) = harness(&[
+        "race",
+        "--procs",
+        "6",
+        "--kernels",
+        "3",
+        "--rounds",
+        "2",
+        "--inject-bug",
+        "skip-lock",
+    ]);
+    let calls: u64 = report["compiler_calls_per_round"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert!(
+        calls > 6,
+        "without the lock, processes compile the same kernel: {report:#}"
+    );
+    assert_eq!(code, 1, "and the harness says so: {report:#}");
+}
