@@ -226,14 +226,14 @@ fn cold_vs_bare(dir: &Path, nvcc: &Path, runs: usize) {
         let bare_src = work.join(format!("bare{i}.cu"));
         std::fs::write(&ours_src, kernel(2 * i + 1)).expect("write");
         std::fs::write(&bare_src, kernel(2 * i + 2)).expect("write");
-        let mut run_ours = || {
+        let run_ours = || {
             let start = Instant::now();
             cache
                 .get_or_build(&KernelSpec::from_file(&ours_src))
                 .expect("cold build");
             start.elapsed()
         };
-        let mut run_bare = || {
+        let run_bare = || {
             time_cmd(
                 Command::new(nvcc)
                     .args(["-cubin", "-arch", "sm_90"])
