@@ -1,1 +1,2 @@
-//! End-to-end tests across the workspace's crates and processes live in `tests/`.
+//! End-to-end tests across the workspace's crates live in `tests/tests/`: the JIT cache on every
+//! real filesystem the project supports, with the real compiler.
