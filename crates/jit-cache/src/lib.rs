@@ -80,3 +80,8 @@ pub use layout::{default_root, RootMode, FORMAT_DIR};
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
 pub use spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};
+
+/// The README's examples compile (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
