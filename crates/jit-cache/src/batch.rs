@@ -41,13 +41,28 @@ impl Cache {
             .clamp(1, specs.len().max(1));
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
+        // Kernels another process is compiling right now are put off until the rest are done, so
+        // that processes asking for the same batch spread over it instead of queueing in step.
+        let deferred: Mutex<Vec<usize>> = Mutex::new(Vec::new());
         let results: Mutex<Vec<Option<Result<Built>>>> =
             Mutex::new((0..specs.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(spec) = specs.get(i) else { break };
+                    let i = if i < specs.len() {
+                        if specs.len() > 1 && self.key_is_being_built(&specs[i]) {
+                            deferred.lock().unwrap_or_else(|p| p.into_inner()).push(i);
+                            continue;
+                        }
+                        i
+                    } else {
+                        match deferred.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+                            Some(i) => i,
+                            None => break,
+                        }
+                    };
+                    let spec = &specs[i];
                     let result = self.get_or_build(spec);
                     let finished = done.fetch_add(1, Ordering::SeqCst) + 1;
                     progress(Progress {

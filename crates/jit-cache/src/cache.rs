@@ -326,6 +326,31 @@ impl Cache {
         Ok((toolchain, prepared))
     }
 
+    /// Whether another builder holds the lock of `spec`'s key right now: a batch builds other
+    /// kernels first instead of queueing behind it. Only a scheduling hint (it may change at once).
+    pub(crate) fn key_is_being_built(&self, spec: &KernelSpec) -> bool {
+        let (Ok(layout), Ok((_, prepared))) = (&self.layout, self.prepare_memoized(spec)) else {
+            return false;
+        };
+        if self
+            .memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&prepared.key)
+        {
+            return false;
+        }
+        let lock = layout.lock_file(&prepared.key);
+        matches!(
+            durable_fs::lock(
+                &lock,
+                durable_fs::LockMode::Exclusive,
+                durable_fs::Wait::Immediately
+            ),
+            Ok(None)
+        )
+    }
+
     /// Forgets a recorded compile failure for `spec` and asks again.
     pub fn retry(&self, spec: &KernelSpec) -> Result<Built> {
         let (_, prepared) = self.prepare(spec)?;
