@@ -32,6 +32,17 @@ impl Cache {
         parallelism: Option<usize>,
         progress: &(dyn Fn(Progress<'_>) + Sync),
     ) -> Vec<Result<Built>> {
+        if specs.len() == 1 {
+            // One kernel: no thread to start (a CLI hit is a few milliseconds in all).
+            let result = self.get_or_build(&specs[0]);
+            progress(Progress {
+                done: 1,
+                total: 1,
+                spec: &specs[0],
+                result: &result,
+            });
+            return vec![result];
+        }
         let workers = parallelism
             .unwrap_or_else(|| {
                 std::thread::available_parallelism()

@@ -229,7 +229,7 @@ impl Cache {
         spec.validate()?;
         key::check_source_readable(spec)?;
         let toolchain = self.toolchain()?;
-        let prepared = key::prepare(spec, &toolchain, &mut self.stat())?;
+        let prepared = key::prepare(spec, &toolchain, &|p| Ok(self.stat().hash_file(p)?))?;
         Ok((toolchain, prepared))
     }
 

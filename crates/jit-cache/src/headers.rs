@@ -31,25 +31,30 @@ pub(crate) enum Base {
     System,
 }
 
-/// One header a compile read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One header a compile read. Stored in `meta.json` as one compact string per header (see
+/// `record_text.rs`): an entry lists about 200 headers, and parsing them is most of a hit's work.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HeaderRecord {
     pub(crate) base: Base,
     pub(crate) rel: String,
     pub(crate) digest: Digest,
     /// Earlier search-path entries where `rel` did not exist when the entry was built.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) absent_in: Vec<Base>,
     /// The file's stat tuple when it was hashed, if it was then old enough to trust (git's racy
     /// rule): an identical tuple later proves the same content without hashing or loading the stat
     /// cache. Never part of a variant's identity (another host sees other tuples and re-hashes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stamp: Option<StatStamp>,
 }
 
 /// A file's identity for revalidation: device, inode, size, mtime and ctime in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct StatStamp(u64, u64, u64, i64, i64);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatStamp(
+    pub(crate) u64,
+    pub(crate) u64,
+    pub(crate) u64,
+    pub(crate) i64,
+    pub(crate) i64,
+);
 
 /// How far in the past a file's mtime and ctime must be, when it is hashed, for its stamp to be
 /// trusted later: a write within the same timestamp tick would otherwise go unseen.

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::headers::{normalize, SearchPath};
 use crate::spec::{Extra, KernelSpec, Source};
 use crate::toolchain::Toolchain;
-use fingerprint::{Component, Digest, Manifest, StatCache};
+use fingerprint::{Component, Digest, Manifest};
 use std::path::PathBuf;
 
 /// The version of the key's inputs and of the entry format, mixed into every key.
@@ -48,7 +48,7 @@ pub(crate) fn kind_name(kind: nvcc::OutputKind) -> String {
 pub(crate) fn prepare(
     spec: &KernelSpec,
     toolchain: &Toolchain,
-    stat: &mut StatCache,
+    hash_extra_file: &dyn Fn(&std::path::Path) -> Result<Digest>,
 ) -> Result<Prepared> {
     let mut manifest = Manifest::new();
     manifest.insert_value(
@@ -103,7 +103,7 @@ pub(crate) fn prepare(
             Extra::File { name, path } => manifest.insert(
                 format!("file:{name}"),
                 Component {
-                    digest: stat.hash_file(path)?,
+                    digest: hash_extra_file(path)?,
                     value: Some(path.display().to_string()),
                 },
             ),

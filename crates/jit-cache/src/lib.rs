@@ -65,6 +65,7 @@ mod headers;
 mod key;
 mod layout;
 mod maintenance;
+mod record_text;
 mod records;
 mod single_flight;
 mod spec;
