@@ -114,6 +114,8 @@ struct Memo {
     bytes: Arc<[u8]>,
     path: PathBuf,
     kind: nvcc::OutputKind,
+    /// The same check precomputed for one search path, when every header had a settled stamp.
+    fast: Option<Arc<headers::FastCheck>>,
 }
 
 /// A request seen before in this process, with what its key depended on beyond the spec itself.
@@ -250,12 +252,16 @@ impl Cache {
         match result {
             Ok(built) => {
                 if let (None, Some(headers)) = (&built.warning, &built.headers) {
+                    let project_headers: Arc<[HeaderRecord]> = headers
+                        .iter()
+                        .filter(|h| h.is_project_header())
+                        .cloned()
+                        .collect();
+                    let fast =
+                        headers::FastCheck::new(&project_headers, &prepared.search).map(Arc::new);
                     let memo = Memo {
-                        project_headers: headers
-                            .iter()
-                            .filter(|h| h.is_project_header())
-                            .cloned()
-                            .collect(),
+                        project_headers,
+                        fast,
                         bytes: built.artifact.shared_bytes(),
                         path: built.artifact.path().to_path_buf(),
                         kind: built.artifact.kind(),
@@ -374,9 +380,16 @@ impl Cache {
             .unwrap_or_else(|p| p.into_inner())
             .get(&prepared.key)
             .cloned()?;
-        let valid = self
-            .revalidate(&memo.project_headers, &prepared.search)
-            .is_ok();
+        let fast = memo
+            .fast
+            .as_ref()
+            .filter(|f| f.applies_to(&prepared.search));
+        let valid = match fast {
+            Some(fast) if fast.still_valid() => true,
+            _ => self
+                .revalidate(&memo.project_headers, &prepared.search)
+                .is_ok(),
+        };
         let artifact = if valid {
             Artifact::repin(memo.bytes, &memo.path, memo.kind)
         } else {

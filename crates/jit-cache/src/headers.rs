@@ -74,7 +74,7 @@ impl StatStamp {
     }
 
     /// Whether the stamp is old enough, now, to be trusted later.
-    fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as i64)
@@ -132,7 +132,7 @@ impl HeaderRecord {
 }
 
 /// The search path of one spec, with absolute, lexically normalised directories.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SearchPath {
     pub(crate) source_dir: Option<PathBuf>,
     pub(crate) include_dirs: Vec<PathBuf>,
@@ -301,6 +301,62 @@ pub(crate) fn revalidate(
         }
     }
     Ok(())
+}
+
+/// A repeated request's header check, precomputed for one search path: each header's path and
+/// settled stamp, and, for the recorded absences, the settled stamp of the directory that would
+/// hold the shadowing file (adding a file to a directory changes its mtime and ctime). One `stat`
+/// per header and one per directory, no allocation.
+#[derive(Debug)]
+pub(crate) struct FastCheck {
+    search: SearchPath,
+    files: Vec<(PathBuf, StatStamp)>,
+    dirs: Vec<(PathBuf, StatStamp)>,
+}
+
+impl FastCheck {
+    /// None when some header or directory has no settled stamp (the full check then runs).
+    pub(crate) fn new(records: &[HeaderRecord], search: &SearchPath) -> Option<FastCheck> {
+        let mut files = Vec::with_capacity(records.len());
+        let mut dirs: Vec<(PathBuf, StatStamp)> = Vec::new();
+        for record in records {
+            let path = search.dir_of(record.base)?.join(&record.rel);
+            let stamp = record.stamp.filter(|s| StatStamp::of(&path) == Some(*s))?;
+            files.push((path, stamp));
+            for absent in &record.absent_in {
+                let shadow = search.dir_of(*absent)?.join(&record.rel);
+                // The nearest existing directory on the shadow's path: a new file or directory
+                // below it changes that directory's stamp.
+                let dir = shadow
+                    .ancestors()
+                    .skip(1)
+                    .find(|d| d.is_dir())?
+                    .to_path_buf();
+                if !dirs.iter().any(|(d, _)| *d == dir) {
+                    let stamp = StatStamp::of(&dir).filter(StatStamp::settled)?;
+                    dirs.push((dir, stamp));
+                }
+            }
+        }
+        Some(FastCheck {
+            search: search.clone(),
+            files,
+            dirs,
+        })
+    }
+
+    /// Whether this check was made for `search`.
+    pub(crate) fn applies_to(&self, search: &SearchPath) -> bool {
+        self.search == *search
+    }
+
+    /// Whether every file and directory still has its stamp.
+    pub(crate) fn still_valid(&self) -> bool {
+        self.files
+            .iter()
+            .chain(&self.dirs)
+            .all(|(path, stamp)| StatStamp::of(path) == Some(*stamp))
+    }
 }
 
 /// Makes a path absolute (against the current directory) and removes `.` and `..` lexically, so

@@ -94,9 +94,11 @@ fn check_locks(run: &RunDir, v1: &Path, report: &mut CheckReport) -> Result<()> 
             durable_fs::Wait::Immediately,
         ) {
             Ok(Some(_guard)) => {}
-            Ok(None) => report
-                .stuck_locks
-                .push(format!("{} is held with every worker dead", path.display())),
+            Ok(None) => report.stuck_locks.push(format!(
+                "{} is held with every worker dead (open in: {})",
+                path.display(),
+                holders_of(&path)
+            )),
             Err(e) => report.stuck_locks.push(e.to_string()),
         }
         if let Ok(meta) = std::fs::symlink_metadata(&path) {
@@ -340,4 +342,32 @@ fn sweep(run: &RunDir, v1: &Path, report: &mut CheckReport) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The processes with `path` open, for a stuck lock's message: `pid (command)`, or `none`.
+fn holders_of(path: &Path) -> String {
+    let mut found = Vec::new();
+    for proc_entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = proc_entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let fds = std::fs::read_dir(proc_entry.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        if fds
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|target| target == path)
+        {
+            let command = std::fs::read_to_string(proc_entry.path().join("cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ");
+            found.push(format!("{pid} ({})", command.trim()));
+        }
+    }
+    if found.is_empty() {
+        "none".to_string()
+    } else {
+        found.join(", ")
+    }
 }

@@ -382,6 +382,7 @@ impl Supervisor<'_> {
     }
 
     fn check(&mut self) -> Result<()> {
+        drain_orphans();
         let mut cmd = Command::new(std::env::current_exe()?);
         cmd.arg("check")
             .arg("--dir")
@@ -463,6 +464,10 @@ fn run_in(args: &RunArgs, seed: u64, root: &Path) -> Result<RunReport> {
             ..RunReport::default()
         },
     };
+    // Orphans of killed workers (a compiler, or a child between fork and exec that still shares
+    // a worker's lock descriptor) become our children, so a check can wait until they are gone.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .context("become a child subreaper")?;
     // A first pass on the empty root records the lock files' inodes and proves the checker runs.
     sup.check()?;
     let mut workers = (0..args.workers)
@@ -500,4 +505,11 @@ fn run_in(args: &RunArgs, seed: u64, root: &Path) -> Result<RunReport> {
         .collect();
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Waits until every process left by the killed workers has exited. Called with every worker
+/// reaped, so the only children left are such orphans: a fake compiler stops at its next chunk
+/// once its builder is gone, and a child between fork and exec drops the lock at exec.
+fn drain_orphans() {
+    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::empty()) {}
 }
