@@ -2,9 +2,9 @@
 //!
 //! Steps, each timed: setup, `cargo fmt --check`, clippy with warnings denied, rustdoc with warnings
 //! denied, the workspace's tests under nextest (or `cargo test` where nextest is absent), doctests,
-//! and the loom models in their own target directory. Tests that need root, loop devices or FUSE run
-//! with `FS_TESTBED_REQUIRE=1`, which turns each of their skips into a failure: a test these machines
-//! can run must run.
+//! the loom models in their own target directory, and quick crash-test, race and power-loss runs.
+//! Tests that need root, loop devices or FUSE run with `FS_TESTBED_REQUIRE=1`, which turns each of
+//! their skips into a failure: a test these machines can run must run.
 
 use crate::util;
 use anyhow::{bail, Result};
@@ -111,6 +111,30 @@ pub fn run(args: &[String]) -> Result<()> {
             util::run_checked(&mut cmd)?;
         }
         Ok(())
+    })?;
+
+    // Quick fault-injection runs: kill -9 on the default filesystem and on a loop-mounted xfs, the
+    // multi-process race harness, and simulated power cuts (cargo xtask crash-test --help).
+    let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    step("crash-test", &mut || {
+        crate::crash_test::run(&args(&["--kills", "200", "--seed", "1"]))
+    })?;
+    step("crash-test xfs", &mut || {
+        crate::crash_test::run(&args(&["--kills", "200", "--seed", "1", "--fs", "xfs"]))
+    })?;
+    step("race", &mut || {
+        crate::crash_test::run(&args(&[
+            "--race",
+            "--procs",
+            "8",
+            "--kernels",
+            "4",
+            "--rounds",
+            "3",
+        ]))
+    })?;
+    step("power-loss", &mut || {
+        crate::crash_test::run(&args(&["--power-loss", "--cuts", "300", "--seed", "1"]))
     })?;
 
     eprintln!("\nxtask test: all steps passed");

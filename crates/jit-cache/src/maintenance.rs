@@ -203,6 +203,12 @@ impl Cache {
         for (dir, meta) in walk_entries(layout) {
             report.checked += 1;
             let problem = match meta {
+                // Moved aside by a concurrent gc or builder since the listing: not corrupt.
+                Err(Error::Io { ref source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
+                {
+                    None
+                }
                 Err(e) => Some(format!("meta.json unusable: {e}")),
                 Ok(meta) => {
                     let kind = kind_from_name(&meta.kind);
