@@ -139,7 +139,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
     eprintln!("\nxtask test: all steps passed");
     for (name, took) in &timings {
-        eprintln!("  {name:<10} {:>8.1}s", took.as_secs_f64());
+        eprintln!("  {name:<16} {:>8.1}s", took.as_secs_f64());
     }
     Ok(())
 }
