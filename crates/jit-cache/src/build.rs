@@ -150,7 +150,7 @@ pub(crate) fn locked_build(
     }
 
     let key_dir = layout.key_dir(&prepared.key);
-    durable_fs::create_dir_all_durable(&key_dir, layout.dir_mode())?;
+    layout.ensure_dir(&key_dir)?;
     let target = layout.entry_dir(&prepared.key, &variant);
     if std::fs::symlink_metadata(&target).is_ok() {
         // Under the lock, an existing directory for this variant that the lookup did not accept

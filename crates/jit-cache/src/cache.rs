@@ -671,6 +671,7 @@ pub struct Explanation {
     /// The slot (hex).
     pub slot: String,
     /// What would happen.
+    #[serde(flatten)]
     pub action: Action,
 }
 

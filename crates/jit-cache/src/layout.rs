@@ -54,13 +54,32 @@ impl Layout {
         }
         check_root(root, mode)?;
         let base = root.join(FORMAT_DIR);
+        let layout = Layout {
+            base: base.clone(),
+            mode,
+        };
         for sub in std::iter::once(base.clone()).chain(SUBDIRS.iter().map(|s| base.join(s))) {
-            if std::fs::symlink_metadata(&sub).is_err() {
-                durable_fs::create_dir_all_durable(&sub, dir_mode)?;
-            }
-            require_real_dir(&sub)?;
+            layout.ensure_dir(&sub)?;
         }
-        Ok(Layout { base, mode })
+        Ok(layout)
+    }
+
+    /// Creates a directory inside the root durably when it is missing, refuses a symlink or file
+    /// planted in its place, and in a team cache gives it exactly mode 2770 (the umask would
+    /// otherwise take the group's write bit, and the group could not publish into it).
+    pub(crate) fn ensure_dir(&self, dir: &Path) -> Result<()> {
+        if std::fs::symlink_metadata(dir).is_err() {
+            durable_fs::create_dir_all_durable(dir, self.dir_mode())?;
+            if self.mode == RootMode::Team {
+                let mut created = Some(dir);
+                while let Some(d) = created.filter(|d| d.starts_with(&self.base)) {
+                    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o2770))
+                        .map_err(|e| Error::io("chmod team directory", d, e))?;
+                    created = d.parent();
+                }
+            }
+        }
+        require_real_dir(dir)
     }
 
     pub(crate) fn dir(&self, sub: &str) -> PathBuf {

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod cli;
 mod corruption;
 mod eviction;
 mod freshness;

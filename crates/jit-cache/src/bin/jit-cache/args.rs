@@ -15,6 +15,9 @@ pub(crate) struct Cli {
     /// One JSON document per command, for scripts.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// A team cache: the root is a group-owned setgid directory (chmod 2770) shared by one group.
+    #[arg(long, global = true)]
+    pub(crate) team: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }

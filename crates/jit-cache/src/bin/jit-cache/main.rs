@@ -6,7 +6,7 @@ mod args;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
-use jit_cache::{Built, Cache, Error, GcPolicy, KernelSpec, Outcome};
+use jit_cache::{Built, Cache, CacheOptions, Error, GcPolicy, KernelSpec, Outcome, RootMode};
 use serde_json::json;
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -35,10 +35,21 @@ fn main() -> ExitCode {
 }
 
 fn open(cli: &Cli) -> Result<Cache, Error> {
-    match &cli.cache_dir {
-        Some(dir) => Cache::open(dir),
-        None => Cache::open_default(),
-    }
+    let root = match &cli.cache_dir {
+        Some(dir) => dir.clone(),
+        None => jit_cache::default_root().ok_or_else(|| Error::UnsafeRoot {
+            path: Default::default(),
+            reason:
+                "no cache directory: pass --cache-dir or set JIT_CACHE_DIR, XDG_CACHE_HOME or HOME"
+                    .into(),
+        })?,
+    };
+    let mode = if cli.team {
+        RootMode::Team
+    } else {
+        RootMode::Private
+    };
+    Cache::open_with(root, CacheOptions::default().mode(mode))
 }
 
 fn run(cli: &Cli) -> Result<u8, Error> {

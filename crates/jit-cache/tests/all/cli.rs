@@ -1,0 +1,85 @@
+//! The CLI's contract: exit codes, JSON documents, team roots.
+
+use crate::support::*;
+use std::os::unix::fs::PermissionsExt;
+
+#[test]
+fn usage_errors_exit_2_and_cache_errors_exit_3() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = cli(&dir.path().join("c"), &real_nvcc())
+        .arg("build")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "no source is a usage error");
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod 777");
+    let out = cli(&open, &real_nvcc()).arg("stats").output().expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "an unsafe root is a cache error"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("writable by every user"));
+}
+
+#[test]
+fn a_team_root_needs_the_team_flag_and_setgid_2770() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("team");
+    std::fs::create_dir(&root).expect("mkdir");
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o2770)).expect("chmod 2770");
+    let out = cli(&root, &real_nvcc()).arg("stats").output().expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a group-writable root is refused as a private cache"
+    );
+    let out = cli(&root, &real_nvcc())
+        .args(["--team", "stats"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sub = std::fs::metadata(root.join("v1/entries"))
+        .expect("entries dir")
+        .permissions()
+        .mode();
+    assert_eq!(
+        sub & 0o7777,
+        0o2770,
+        "team directories are created setgid 2770"
+    );
+}
+
+#[test]
+fn explain_ls_stats_and_gc_speak_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = dir.path().join("k.cu");
+    std::fs::write(&source, kernel_text(8)).expect("write kernel");
+    let cache_dir = dir.path().join("cache");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = cli(&cache_dir, &real_nvcc())
+            .arg("--json")
+            .args(args)
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("one JSON document")
+    };
+    let source = source.to_str().expect("utf-8 path");
+    assert_eq!(json(&["explain", source])["explain"][0]["action"], "build");
+    assert_eq!(json(&["build", source])["results"][0]["outcome"], "built");
+    assert_eq!(json(&["explain", source])["explain"][0]["action"], "hit");
+    assert_eq!(json(&["ls"])["entries"].as_array().map(Vec::len), Some(1));
+    assert_eq!(json(&["stats"])["stats"]["entries"], 1);
+    assert_eq!(json(&["gc", "--max-size", "0"])["gc"]["evicted"], 1);
+    assert_eq!(json(&["stats"])["stats"]["entries"], 0);
+}
