@@ -9,6 +9,13 @@ use std::path::Path;
 
 /// The lossless text form of `bytes`.
 pub(crate) fn escape_bytes(bytes: &[u8]) -> String {
+    // The common case, valid UTF-8 without a backslash, is the text itself: one copy, no
+    // per-character work (a warm tree revalidation escapes every path).
+    if !bytes.contains(&b'\\') {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            return text.to_owned();
+        }
+    }
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
