@@ -121,7 +121,7 @@ impl Filesystem for Daemon {
         _gid: Option<u32>,
         size: Option<u64>,
         _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -140,6 +140,14 @@ impl Filesystem for Daemon {
         }
         if let (Some(len), Ok(())) = (size, result) {
             result = inner.model.set_len(ino.0, len);
+        }
+        // Sweeps decide by age: a test forges an old mtime instead of sleeping.
+        if let (Some(time), Ok(())) = (mtime, result) {
+            let time = match time {
+                TimeOrNow::SpecificTime(time) => time,
+                TimeOrNow::Now => SystemTime::now(),
+            };
+            result = inner.model.set_mtime(ino.0, time);
         }
         let result = result.and_then(|()| Ok(attr(ino.0, inner.model.inode(ino.0)?)));
         if size.is_some() {

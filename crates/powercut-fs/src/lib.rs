@@ -6,7 +6,8 @@
 //! durable layer a power cut leaves. [`PowercutMount::power_cut`] unmounts, keeps only what
 //! survived and remounts at the same path, so a test can check that every operation that
 //! reported success is still there, whole ([`Ledger`]). [`run_random_cuts`] runs `durable-fs`
-//! puts and staged commits through random cuts; the `power-loss-test` binary wraps it.
+//! puts, staged commits and `jit-cache` builds (with a deterministic fake nvcc) through random
+//! cuts and checks every cut ([`Totals`], [`BuildTotals`]); the `power-loss-test` binary wraps it.
 //!
 //! # Guarantees
 //! - `fsync`/`fdatasync` on a file make that file's data and size durable, nothing else.
@@ -23,6 +24,8 @@
 //!   never answers ENOSYS to them, which would make the kernel skip every later fsync.
 //! - Faults ([`Faults`]): EIO on the n-th fsync (dropping the data, as the kernel drops dirty
 //!   pages after a writeback error), EIO on the n-th directory fsync, ENOSPC after n bytes.
+//! - Modification times can be set (`utimensat`), so a test can age leftovers for a sweep
+//!   instead of sleeping; they are never made durable.
 //! - `renameat2` `RENAME_NOREPLACE` and `RENAME_EXCHANGE` work, or are refused with EINVAL as on
 //!   NFS ([`RenameFlags::RefuseWithEinval`]) so callers' fallbacks run.
 //! - The mount is visible only to the thread that mounted it and the processes it spawns.
@@ -51,6 +54,7 @@
 mod control;
 mod daemon;
 mod error;
+mod jit_builds;
 mod ledger;
 mod model;
 mod mount;
@@ -60,6 +64,7 @@ mod rng;
 
 pub use control::{Counters, CutReport, Faults, RenameFlags};
 pub use error::Error;
+pub use jit_builds::BuildTotals;
 pub use ledger::{Content, Ledger, Verdict};
 pub use model::{CutMode, SECTOR};
 pub use mount::{run_or_skip, with_mount, Options, PowercutMount, Skipped};

@@ -435,6 +435,13 @@ impl Model {
         Ok(())
     }
 
+    /// `utimensat`: sets the modification time (timestamps are never made durable, so this is
+    /// no change a cut can lose, and it is not counted as an operation).
+    pub(crate) fn set_mtime(&mut self, ino: Ino, mtime: SystemTime) -> Result<(), Errno> {
+        self.inode_mut(ino)?.mtime = mtime;
+        Ok(())
+    }
+
     /// `fsync`: the file's pending data changes become durable, in order.
     pub(crate) fn fsync(&mut self, ino: Ino) -> Result<(), Errno> {
         self.inode(ino)?;

@@ -1,5 +1,5 @@
-//! The power-loss test: `durable-fs` puts and staged commits on the mount, the power cut at
-//! random points (seeded), and every cut checked for durability and atomicity.
+//! The power-loss test: `durable-fs` puts, staged commits and `jit-cache` builds on the mount,
+//! the power cut at random points (seeded), and every cut checked for durability and atomicity.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,12 +8,14 @@ use durable_fs::{Published, StagingDir};
 
 use crate::control::Faults;
 use crate::error::Error;
+use crate::jit_builds::{BuildStep, BuildTotals, JitBuilds};
 use crate::ledger::{Content, Ledger};
 use crate::model::CutMode;
 use crate::mount::PowercutMount;
 use crate::rng::SplitMix64;
 
-/// How many cuts to make, the seed that fixes everything else, and which writer to test.
+/// How many cuts to make, the seed that fixes everything else, which writer to test, and
+/// whether `jit-cache` builds join the workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RandomCuts {
     /// Power cuts to make.
@@ -22,6 +24,9 @@ pub struct RandomCuts {
     pub seed: u64,
     /// Which implementation of `put` the workload uses.
     pub writer: Writer,
+    /// Interleave `jit-cache` builds (a deterministic fake nvcc, the cache inside the mount)
+    /// with the puts and commits, and check the cache's entries after every cut.
+    pub jit_builds: bool,
 }
 
 /// The `put` under test: `durable-fs`, or a deliberately broken one the checker must catch.
@@ -74,6 +79,8 @@ pub struct Totals {
     pub torn: u64,
     /// Injected fsync errors that reached the caller as an error.
     pub fsync_errors_returned: u64,
+    /// What the checks of `jit-cache` builds found (all zero without them).
+    pub builds: BuildTotals,
     /// The first violations, with the cut they happened at.
     pub violations: Vec<String>,
 }
@@ -81,14 +88,31 @@ pub struct Totals {
 impl Totals {
     /// No durability or atomicity violation.
     pub fn is_clean(&self) -> bool {
-        self.lost == 0 && self.torn == 0
+        self.lost == 0 && self.torn == 0 && self.builds.is_clean()
     }
 
-    /// `cuts N, operations checked N, lost N, torn N`.
+    /// `cuts N, operations checked N, lost N, torn N; builds checked N, lost N, torn N, ...`.
     pub fn summary(&self) -> String {
+        let b = &self.builds;
         format!(
-            "cuts {}, operations checked {}, lost {}, torn {}",
-            self.cuts, self.operations_checked, self.lost, self.torn
+            "cuts {}, operations checked {}, lost {}, torn {}; builds checked {}, lost {}, torn {} \
+             (published {}, hits {}, not published {}, entry checks {}, swept {}, leftovers {}, \
+             fsync errors reported {}, published after an fsync error {})",
+            self.cuts,
+            self.operations_checked,
+            self.lost,
+            self.torn,
+            b.checked,
+            b.lost,
+            b.torn,
+            b.published,
+            b.hits,
+            b.not_published,
+            b.entry_checks,
+            b.swept,
+            b.leftovers,
+            b.fsync_errors_returned,
+            b.published_after_fsync_error
         )
     }
 }
@@ -109,7 +133,16 @@ pub fn run_random_cuts(mount: &mut PowercutMount, plan: RandomCuts) -> Result<To
     let mut ledger = Ledger::new();
     let mut totals = Totals::default();
     let root = mount.root().to_path_buf();
+    let mut jit = if plan.jit_builds {
+        Some(JitBuilds::new(&root)?)
+    } else {
+        None
+    };
     for cut in 0..plan.cuts {
+        // A fresh cache handle each round, opened before faults are armed.
+        if let Some(jit) = &mut jit {
+            jit.begin_round()?;
+        }
         let mode = match rng.below(3) {
             0 => CutMode::DropUnsynced,
             1 => CutMode::RandomSubset {
@@ -125,9 +158,31 @@ pub fn run_random_cuts(mount: &mut PowercutMount, plan: RandomCuts) -> Result<To
             ..Faults::default()
         };
         mount.set_faults(faults);
+        let eio_at_fsync = faults.eio_on_fsync.map(|n| mount.counters().fsync + n);
         let steps = 1 + rng.below(6);
-        mount.arm_cut_after(1 + rng.below(steps * 8));
+        // A build makes about 200 changing requests, a put or commit 5 to 30: with builds, half
+        // the rounds spread the cut over builds too, the other half keep it among the first few
+        // requests as before.
+        let per_step = if plan.jit_builds && rng.below(2) == 0 {
+            80
+        } else {
+            8
+        };
+        mount.arm_cut_after(1 + rng.below(steps * per_step));
+        let mut build_violations = Vec::new();
         for _ in 0..steps {
+            if let Some(jit) = jit.as_mut().filter(|_| rng.below(3) == 0) {
+                match jit.step(
+                    &mut rng,
+                    mount,
+                    eio_at_fsync,
+                    &mut totals.builds,
+                    &mut build_violations,
+                ) {
+                    BuildStep::Continue => continue,
+                    BuildStep::RoundOver => break,
+                }
+            }
             match step(
                 plan.writer,
                 &mut rng,
@@ -140,13 +195,26 @@ pub fn run_random_cuts(mount: &mut PowercutMount, plan: RandomCuts) -> Result<To
                 Err(Stop::PowerOut) => break,
             }
         }
+        if let Some(jit) = &mut jit {
+            jit.end_round();
+        }
         let report = mount.power_cut()?;
+        // A fault the round did not reach must not fire in the checks or the next cache open.
+        mount.set_faults(Faults::default());
+        if let Some(jit) = &mut jit {
+            jit.check(&mut totals.builds, &mut build_violations)?;
+        }
         let verdict = ledger.check(&root)?;
         totals.cuts += 1;
         totals.operations_checked += verdict.operations_checked;
         totals.lost += verdict.lost.len() as u64;
         totals.torn += verdict.torn.len() as u64;
-        for v in verdict.lost.iter().chain(&verdict.torn) {
+        for v in verdict
+            .lost
+            .iter()
+            .chain(&verdict.torn)
+            .chain(&build_violations)
+        {
             if totals.violations.len() < 20 {
                 totals.violations.push(format!(
                     "cut {cut} (after operation {}, {:?}): {v}",

@@ -1,5 +1,7 @@
-//! Runs `durable-fs` puts and staged commits on powercut-fs through random power cuts and checks
-//! every cut: `cuts N, operations checked N, lost 0, torn 0`. Exits non-zero on a violation.
+//! Runs `durable-fs` puts, staged commits and `jit-cache` builds (with a deterministic fake
+//! nvcc) on powercut-fs through random power cuts and checks every cut:
+//! `cuts N, operations checked N, lost 0, torn 0; builds checked N, lost 0, torn 0 (...)`.
+//! Exits non-zero on a violation.
 
 use std::process::ExitCode;
 
@@ -24,6 +26,9 @@ struct Args {
     /// The put under test; the broken ones are negative controls that must fail.
     #[arg(long, value_enum, default_value_t = WriterArg::DurableFs)]
     writer: WriterArg,
+    /// Leave `jit-cache` builds out of the workload (puts and staged commits only).
+    #[arg(long)]
+    no_jit_builds: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -46,6 +51,7 @@ fn main() -> anyhow::Result<ExitCode> {
             WriterArg::NoFileFsync => Writer::NoFileFsync,
             WriterArg::NoDirFsync => Writer::NoDirFsync,
         },
+        jit_builds: !args.no_jit_builds,
     };
     let started = std::time::Instant::now();
     let options = Options {
@@ -75,6 +81,19 @@ fn main() -> anyhow::Result<ExitCode> {
             "lost": totals.lost,
             "torn": totals.torn,
             "fsync_errors_returned": totals.fsync_errors_returned,
+            "builds": {
+                "published": totals.builds.published,
+                "checked": totals.builds.checked,
+                "entry_checks": totals.builds.entry_checks,
+                "hits": totals.builds.hits,
+                "not_published": totals.builds.not_published,
+                "lost": totals.builds.lost,
+                "torn": totals.builds.torn,
+                "swept": totals.builds.swept,
+                "leftovers": totals.builds.leftovers,
+                "fsync_errors_returned": totals.builds.fsync_errors_returned,
+                "published_after_fsync_error": totals.builds.published_after_fsync_error,
+            },
             "seed": args.seed,
             "seconds": started.elapsed().as_secs_f64(),
             "violations": totals.violations,

@@ -5,8 +5,13 @@ use powercut_fs::{Options, RandomCuts, Writer};
 
 fn run(writer: Writer, cuts: u64, seed: u64) -> Option<powercut_fs::Totals> {
     powercut_fs::run_or_skip(Options::default(), |mount| {
-        powercut_fs::run_random_cuts(mount, RandomCuts { cuts, seed, writer })
-            .expect("cut, remount and check")
+        let plan = RandomCuts {
+            cuts,
+            seed,
+            writer,
+            jit_builds: false,
+        };
+        powercut_fs::run_random_cuts(mount, plan).expect("cut, remount and check")
     })
 }
 
