@@ -33,7 +33,13 @@
 //! - NFS: `flock` is emulated with `fcntl` locks and needs the lock file open for writing (it is);
 //!   a loser that cannot see the winner's entry yet (negative lookup cache) uses a private copy.
 //! - Toolkit and system headers (under nvcc's root, `/usr/include`) are revalidated once per
-//!   process; project headers on every hit.
+//!   process; project headers on every hit. A header whose stat tuple (device, inode, size,
+//!   mtime, ctime) is unchanged since it was hashed, and was then older than two seconds, is taken
+//!   as unchanged without re-hashing (git's racy-timestamp rule).
+//! - A stale or corrupt entry is moved aside before its replacement is renamed in, so a reader
+//!   may briefly find the entry absent (never partial).
+//! - A team cache (`RootMode::Team`, CLI `--team`) needs its root prepared by an administrator:
+//!   group-owned, `chmod 2770`.
 //! - Hits and misses are not counted on disk (a hit writes nothing); builds are logged.
 //!
 //! # Example
