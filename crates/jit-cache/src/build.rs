@@ -12,6 +12,7 @@
 use crate::cache::{Built, Cache, Outcome};
 use crate::entry::{self, Artifact, Meta, Unusable};
 use crate::error::{CompileFailed, Error, Result};
+use crate::headers::HeaderRecord;
 use crate::key::{self, Prepared};
 use crate::layout::Layout;
 use crate::records::{write_record, FailureInputs, FailureRecord, SlotRecord};
@@ -111,16 +112,7 @@ pub(crate) fn locked_build(
     };
     drop(scratch);
 
-    let records = {
-        let mut stat = cache.stat();
-        let source = prepared.source_path.clone();
-        compiled
-            .headers
-            .iter()
-            .filter(|h| Some(crate::headers::normalize(h)) != source)
-            .map(|h| prepared.search.classify(h, &mut stat))
-            .collect::<Result<Vec<_>>>()?
-    };
+    let records = classify_headers(cache, prepared, &compiled.headers)?;
     let variant = entry::variant_of(&records);
     // The manifest holds the key's components; the headers are listed beside it and enter
     // manifests (for rebuild reasons) only when two variants are compared.
@@ -358,19 +350,27 @@ fn private_copy(spec: &KernelSpec, bytes: Vec<u8>) -> Result<Artifact> {
     Ok(Artifact::private(bytes, path, spec.kind, dir))
 }
 
+/// Records the headers a compile read (the source itself excluded) against the search path.
+fn classify_headers(
+    cache: &Cache,
+    prepared: &Prepared,
+    headers: &[PathBuf],
+) -> Result<Vec<HeaderRecord>> {
+    let mut stat = cache.stat();
+    headers
+        .iter()
+        .filter(|h| Some(crate::headers::normalize(h)) != prepared.source_path)
+        .map(|h| prepared.search.classify(h, &mut stat))
+        .collect()
+}
+
 fn record_failure(cache: &Cache, layout: &Layout, prepared: &Prepared, failure: &CompileFailed) {
     // A failure is recorded only with what it depended on; without that it would outlive the fix.
     // Recording is best effort: the caller gets the diagnostics either way.
     let inputs = match &failure.headers_read {
-        Some(headers) => {
-            let mut stat = cache.stat();
-            let records: Option<Vec<_>> = headers
-                .iter()
-                .filter(|h| Some(crate::headers::normalize(h)) != prepared.source_path)
-                .map(|h| prepared.search.classify(h, &mut stat).ok())
-                .collect();
-            records.map(FailureInputs::Headers)
-        }
+        Some(headers) => classify_headers(cache, prepared, headers)
+            .ok()
+            .map(FailureInputs::Headers),
         None => cache
             .include_trees_snapshot(prepared)
             .map(FailureInputs::IncludeTrees),

@@ -184,15 +184,8 @@ impl Cache {
                 Some(nvcc) => nvcc.clone(),
                 None => nvcc::Nvcc::locate().map_err(|e| e.to_string())?,
             };
-            let layout_for_state = match &self.layout {
-                Ok(layout) => layout.clone(),
-                // An unusable root still needs a place for nothing: identities are then not saved.
-                Err(_) => Layout {
-                    base: self.root.join("unused"),
-                    mode: self.options.mode,
-                },
-            };
-            Toolchain::probe(nvcc, &layout_for_state)
+            let state_dir = self.layout.as_ref().ok().map(|l| l.dir("state"));
+            Toolchain::probe(nvcc, state_dir.as_deref())
                 .map(Arc::new)
                 .map_err(|e| e.to_string())
         });

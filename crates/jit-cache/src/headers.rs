@@ -431,4 +431,63 @@ mod tests {
             revalidate(&[record], &search, &mut slow, &mut confirmed).expect_err("shadowed");
         assert!(mismatch.to_string().contains("shadowed"), "{mismatch}");
     }
+
+    /// The precomputed memo check must see a header edit and a new shadowing header; stamps are
+    /// taken now (the settled rule is the constructor's, tested below), not waited for.
+    #[test]
+    fn the_fast_check_sees_an_edit_and_a_new_shadowing_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (src, inc) = (dir.path().join("src"), dir.path().join("src/include"));
+        std::fs::create_dir_all(&inc).expect("mkdir");
+        let header = inc.join("tile.cuh");
+        std::fs::write(&header, "a").expect("write header");
+        let search = SearchPath {
+            source_dir: Some(src.clone()),
+            include_dirs: vec![inc.clone()],
+            toolkit_root: dir.path().join("tk"),
+        };
+        let stamp = |p: &Path| StatStamp::of(p).expect("stat");
+        let check = || FastCheck {
+            search: search.clone(),
+            files: vec![(header.clone(), stamp(&header))],
+            dirs: vec![(src.clone(), stamp(&src))],
+        };
+        assert!(check().still_valid(), "nothing changed");
+        assert!(check().applies_to(&search));
+        let fresh = check();
+        std::fs::write(&header, "b").expect("edit the header");
+        assert!(!fresh.still_valid(), "an edited header fails the check");
+        let fresh = check();
+        std::fs::write(src.join("tile.cuh"), "shadow").expect("plant a shadowing header");
+        assert!(
+            !fresh.still_valid(),
+            "a new file where the header was absent fails the check"
+        );
+    }
+
+    #[test]
+    fn the_fast_check_is_not_built_from_unsettled_stamps() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let header = dir.path().join("h.cuh");
+        std::fs::write(&header, "x").expect("write header");
+        let mut stat = StatCache::default();
+        let (digest, stamp) = hash_with_stamp(&header, &mut stat).expect("hash");
+        assert!(stamp.is_none(), "a file written just now is racy: no stamp");
+        let record = HeaderRecord {
+            base: Base::SourceDir,
+            rel: "h.cuh".into(),
+            digest,
+            absent_in: vec![],
+            stamp,
+        };
+        let search = SearchPath {
+            source_dir: Some(dir.path().to_path_buf()),
+            include_dirs: vec![],
+            toolkit_root: dir.path().join("tk"),
+        };
+        assert!(
+            FastCheck::new(&[record], &search).is_none(),
+            "no fast check without settled stamps"
+        );
+    }
 }

@@ -5,7 +5,6 @@
 //! id), stored in the cache root's `state/` and rewritten only when it changes.
 
 use crate::error::{Error, Result};
-use crate::layout::Layout;
 use fingerprint::{IdentityCache, ToolIdentity};
 use nvcc::Nvcc;
 use std::path::{Path, PathBuf};
@@ -24,11 +23,13 @@ impl Toolchain {
     /// Identifies the compiler and the host compiler. Both `--version` outputs and all content
     /// digests come from the identity cache when the files' stat tuples are unchanged, so a new
     /// process spawns nothing here.
-    pub(crate) fn probe(nvcc: Nvcc, layout: &Layout) -> Result<Toolchain> {
-        let cache_file = layout
-            .dir("state")
-            .join(format!("identity-{}.json", host_name()));
-        let mut cache = IdentityCache::load(&cache_file);
+    /// `state_dir` holds the identity cache; without one (an unusable root) nothing is saved.
+    pub(crate) fn probe(nvcc: Nvcc, state_dir: Option<&Path>) -> Result<Toolchain> {
+        let cache_file = state_dir.map(|d| d.join(format!("identity-{}.json", host_name())));
+        let mut cache = cache_file
+            .as_deref()
+            .map(IdentityCache::load)
+            .unwrap_or_default();
         let identity = fingerprint::tool_identity(
             nvcc.path(),
             &nvcc.companion_files(),
@@ -49,7 +50,9 @@ impl Toolchain {
             None => format!("{} not found", host.display()),
         };
         // The identity cache only saves work; a cache that cannot be written is no error.
-        let _ = cache.save_if_changed(&cache_file);
+        if let Some(file) = &cache_file {
+            let _ = cache.save_if_changed(file);
+        }
         let version = release_of(&identity.version).ok_or_else(|| {
             Error::Compiler(format!(
                 "no `release X.Y` in {} --version: {}",

@@ -182,3 +182,30 @@ fn an_env_var_that_changes_nvcc_output_is_in_the_key() {
         other => panic!("a changed extra component must rebuild, got {other:?}"),
     }
 }
+
+#[test]
+fn an_env_var_changed_inside_the_process_rebuilds_with_the_same_handle() {
+    // The request memo must re-read the environment: NVCC_APPEND_FLAGS changes nvcc's output.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = open_cache(dir.path());
+    let spec = jit_cache::KernelSpec::from_text("envk", "envk.cu", kernel_text(9));
+    std::env::remove_var("NVCC_APPEND_FLAGS");
+    cache.get_or_build(&spec).expect("build");
+    assert_eq!(
+        cache.get_or_build(&spec).expect("hit").outcome,
+        Outcome::Hit
+    );
+    std::env::set_var("NVCC_APPEND_FLAGS", "-lineinfo");
+    let outcome = cache
+        .get_or_build(&spec)
+        .expect("after the env change")
+        .outcome;
+    std::env::remove_var("NVCC_APPEND_FLAGS");
+    match outcome {
+        Outcome::Rebuilt { reasons } => assert!(
+            reasons.iter().any(|r| r.contains("NVCC_APPEND_FLAGS")),
+            "the reason names the variable: {reasons:?}"
+        ),
+        other => panic!("a changed NVCC_APPEND_FLAGS must rebuild, got {other:?}"),
+    }
+}
