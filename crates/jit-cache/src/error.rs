@@ -122,13 +122,8 @@ impl std::fmt::Display for CompileFailed {
             ""
         };
         writeln!(f, "compile of `{}` failed ({code}{recorded})", self.name)?;
-        for d in &self.diagnostics {
-            let file = d
-                .file
-                .as_ref()
-                .map_or(String::new(), |p| p.display().to_string());
-            let line = d.line.map_or(String::new(), |l| format!("({l})"));
-            writeln!(f, "  {file}{line}: {:?}: {}", d.severity, d.message)?;
+        for diagnostic in &self.diagnostics {
+            writeln!(f, "  {diagnostic}")?;
         }
         if self.diagnostics.is_empty() {
             write!(f, "{}", self.stderr_tail)?;
