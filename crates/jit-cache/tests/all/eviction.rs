@@ -1,7 +1,7 @@
 //! Eviction while readers hold entries (by handle and by path) and while builds run.
 
 use crate::support::*;
-use jit_cache::{GcPolicy, KernelSpec, Outcome};
+use jit_cache::{GcPolicy, KernelSpec};
 
 #[test]
 fn gc_never_evicts_an_entry_a_reader_holds_and_its_path_stays_valid() {
@@ -58,31 +58,28 @@ fn gc_skips_a_key_being_built_and_the_builder_keeps_its_entry() {
     std::thread::scope(|s| {
         let gc = s.spawn(|| {
             let other = open_cache(dir.path());
-            let mut evicted = 0;
             for _ in 0..20 {
                 let policy = GcPolicy {
                     max_bytes: Some(0),
                     max_age: None,
                 };
-                evicted += other.gc(policy).expect("gc runs beside the builds").evicted;
+                other.gc(policy).expect("gc runs beside the builds");
             }
-            evicted
         });
         for _ in 0..20 {
             let fresh = open_cache(dir.path());
             let built = fresh
                 .get_or_build(&spec)
                 .expect("build or hit while gc runs");
-            assert!(matches!(
-                built.outcome,
-                Outcome::Hit | Outcome::Built | Outcome::Rebuilt { .. }
-            ));
+            assert!(
+                built.warning.is_none(),
+                "a cached build, not a fallback: {:?}",
+                built.warning
+            );
             let on_disk = std::fs::read(built.artifact.path())
                 .expect("the returned path is valid while held");
             assert_eq!(on_disk, built.artifact.bytes());
         }
-        let evicted = gc.join().expect("gc thread");
-        // Entries built here are unpinned between rounds, so gc does evict some of them.
-        let _ = evicted;
+        gc.join().expect("gc thread");
     });
 }
