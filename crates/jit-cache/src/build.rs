@@ -12,6 +12,7 @@
 use crate::cache::{Built, Cache, Outcome};
 use crate::entry::{self, Artifact, Meta, Unusable};
 use crate::error::{CompileFailed, Error, Result};
+use crate::evict::{move_to_trash, prune_variants};
 use crate::headers::HeaderRecord;
 use crate::key::{self, Prepared};
 use crate::layout::Layout;
@@ -383,69 +384,6 @@ fn record_failure(cache: &Cache, layout: &Layout, prepared: &Prepared, failure: 
         };
         let _ = write_record(&layout.failure_file(&prepared.key), &record);
     }
-}
-
-/// Moves an entry (or anything planted at an entry's path) into `trash/` with one rename, so a
-/// reader holding it open keeps working. Never follows a symlink: a planted link is renamed, not
-/// its target.
-pub(crate) fn move_to_trash(layout: &Layout, path: &Path) -> Result<()> {
-    #[cfg(feature = "failpoints")]
-    crate::failpoints::trashing(path);
-    let trash = layout.dir("trash").join(durable_fs::temp_name("trash"));
-    match durable_fs::atomic_rename(path, &trash) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Keeps at most `max` variants under a key, moving the oldest-built aside.
-fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Result<()> {
-    let variants = entry::list_variants(key_dir);
-    if variants.len() <= max {
-        return Ok(());
-    }
-    let mut aged: Vec<(u64, PathBuf)> = variants
-        .iter()
-        .map(|v| {
-            let dir = key_dir.join(v);
-            let created = entry::read_meta(&dir)
-                .map(|m| m.created_unix_ms)
-                .unwrap_or(0);
-            (created, dir)
-        })
-        .collect();
-    aged.sort();
-    for (_, dir) in aged.iter().take(variants.len() - max) {
-        evict_unpinned(layout, dir)?;
-    }
-    Ok(())
-}
-
-/// Moves an entry aside unless a reader pins it (holds a shared `flock` on its directory, as every
-/// live [`Artifact`] does): an artifact's path stays valid as long as the artifact lives.
-/// Returns whether it was moved. The caller holds the key's lock, so no builder races it.
-pub(crate) fn evict_unpinned(layout: &Layout, dir: &Path) -> Result<bool> {
-    use rustix::fs::{FlockOperation, Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return Ok(false),
-        // Not a directory, or a planted symlink: nobody can pin it; move the name aside.
-        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) => {
-            move_to_trash(layout, dir)?;
-            return Ok(true);
-        }
-        Err(e) => return Err(Error::io("open entry for eviction", dir, e.into())),
-    };
-    if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
-        return Ok(false);
-    }
-    failpoint("evicting");
-    // Readers that opened the directory before this rename and lock it after will see that the
-    // path no longer names it, and treat it as a miss.
-    move_to_trash(layout, dir)?;
-    Ok(true)
 }
 
 /// Appends one line to the event log (builds only; hits are never written).

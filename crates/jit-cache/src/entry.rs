@@ -228,23 +228,22 @@ impl OpenEntry {
 /// Opens an entry directory without following symlinks, takes a shared `flock` on it, and checks
 /// that the path still names the directory locked (eviction renames entries aside).
 fn pin_dir(dir: &Path) -> std::result::Result<OwnedFd, Unusable> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
+    use crate::evict::{open_dir_locked, DirLockError};
+    use rustix::io::Errno;
+    let fd = match open_dir_locked(rustix::fs::CWD, dir, FlockOperation::LockShared) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::STALE) => {
-            return Err(Unusable::Absent)
-        }
-        Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) => {
+        Err(DirLockError::Open(Errno::NOENT | Errno::STALE)) => return Err(Unusable::Absent),
+        Err(DirLockError::Open(Errno::LOOP | Errno::NOTDIR)) => {
             return Err(Unusable::Corrupt(format!(
                 "{} is not a directory (a symlink or file was planted)",
                 dir.display()
             )))
         }
-        Err(e) => return Err(Unusable::Corrupt(format!("open {}: {e}", dir.display()))),
+        Err(DirLockError::Open(e)) => {
+            return Err(Unusable::Corrupt(format!("open {}: {e}", dir.display())))
+        }
+        Err(DirLockError::Busy | DirLockError::Lock(_)) => return Err(Unusable::Absent),
     };
-    if rustix::fs::flock(&fd, FlockOperation::LockShared).is_err() {
-        return Err(Unusable::Absent);
-    }
     // Eviction renames an entry aside under an exclusive lock; if that happened between our open
     // and our lock, the path now names something else (or nothing): treat it as a miss.
     let still_there = match (rustix::fs::fstat(&fd), std::fs::symlink_metadata(dir)) {

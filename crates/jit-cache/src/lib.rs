@@ -65,6 +65,7 @@ mod cache;
 pub mod cuda;
 mod entry;
 mod error;
+mod evict;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 mod headers;

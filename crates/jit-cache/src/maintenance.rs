@@ -5,7 +5,7 @@
 //! that holds an entry keeps working. Trash and abandoned staging directories are removed by the
 //! sweep, which only removes what no live process holds.
 
-use crate::build::{evict_unpinned, move_to_trash};
+use crate::evict::{evict_unpinned, move_to_trash, remove_unpinned};
 use crate::cache::Cache;
 use crate::entry::{self, Meta};
 use crate::error::{Error, Result};
@@ -274,25 +274,6 @@ impl Cache {
         }
         Ok(removed)
     }
-}
-
-/// Removes a trash item unless a reader still pins it. Never follows symlinks.
-fn remove_unpinned(path: &Path) -> bool {
-    use rustix::fs::{FlockOperation, Mode, OFlags};
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return false;
-    };
-    if !meta.is_dir() {
-        return std::fs::remove_file(path).is_ok();
-    }
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open(path, flags, Mode::empty()) else {
-        return false;
-    };
-    if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
-        return false;
-    }
-    std::fs::remove_dir_all(path).is_ok()
 }
 
 fn key_dirs(layout: &Layout) -> Vec<PathBuf> {
