@@ -1,5 +1,6 @@
 //! `cargo xtask bench <crate>`: each crate keeps one side-by-side benchmark (`benches/<crate>.rs`,
 //! a plain `harness = false` binary that prints medians and ratios), run here in release mode.
+//! `jit-cache`'s lives in `jit-cache-cli`, beside the binary it times.
 
 use crate::util;
 use anyhow::{bail, Result};
@@ -21,8 +22,13 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let paths = crate::setup::run(&[])?;
     let bench_name = krate.replace('-', "_");
+    // The jit-cache bench times the `jit-cache` binary too, so it belongs to the CLI's crate.
+    let package = match krate.as_str() {
+        "jit-cache" => "jit-cache-cli",
+        other => other,
+    };
     let mut cmd = util::cargo();
-    cmd.args(["bench", "-p", krate, "--bench", &bench_name, "--"]);
+    cmd.args(["bench", "-p", package, "--bench", &bench_name, "--"]);
     cmd.args(&args[1..]).env("NVCC", &paths.nvcc);
     util::run_checked(&mut cmd)
 }

@@ -15,7 +15,7 @@ pub fn run(_args: &[String]) -> Result<()> {
         "--release",
         "-q",
         "-p",
-        "jit-cache",
+        "jit-cache-cli",
         "--bin",
         "jit-cache",
     ]))?;

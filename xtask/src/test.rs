@@ -1,8 +1,15 @@
 //! `cargo xtask test`: the project's one test command; `.ci/run` calls it.
 //!
-//! Steps, each timed: setup, `cargo fmt --check`, clippy with warnings denied, rustdoc with warnings
-//! denied, the workspace's tests under nextest (or `cargo test` where nextest is absent), doctests,
-//! the loom models in their own target directory, and quick crash-test, race and power-loss runs.
+//! Steps, each timed: setup, `cargo fmt --check`, clippy with warnings denied (all features, then
+//! the production crates on their default features), rustdoc with warnings denied, the tests under
+//! nextest (or `cargo test` where nextest is absent), doctests, the loom models in their own target
+//! directory, and quick crash-test, race and power-loss runs.
+//!
+//! The production crates (`PRODUCTION_CRATES`) are tested on their own: the test-support crates
+//! switch on `jit-cache/failpoints`, and Cargo's feature unification would carry it into any build
+//! that selects them too. So the workspace run (all features) leaves them out, one run tests them on
+//! their default features (what users get), and one runs only their tests that need the failpoints
+//! (those whose names contain `failpoint`, compiled only with the feature).
 //! Tests that need root, loop devices or FUSE run with `FS_TESTBED_REQUIRE=1`, which turns each of
 //! their skips into a failure: a test these machines can run must run.
 
@@ -13,6 +20,51 @@ use std::time::{Duration, Instant};
 
 /// Crates that carry loom models (`#[cfg(loom)]` tests); each is run with `--cfg loom`.
 const LOOM_CRATES: &[&str] = &["durable-fs", "jit-cache", "direct-io"];
+
+/// The cache and its command line, built and tested without the test-support crates so that
+/// feature unification cannot switch `jit-cache/failpoints` on.
+const PRODUCTION_CRATES: &[&str] = &["jit-cache", "jit-cache-cli"];
+
+/// The production crates' tests that need jit-cache's failpoints: a name filter, and the feature.
+const FAILPOINT_TESTS: &str = "failpoint";
+const FAILPOINT_FEATURES: &str = "jit-cache/failpoints,jit-cache-cli/failpoints";
+
+/// `-p <crate>` for each production crate.
+fn production_packages() -> Vec<&'static str> {
+    PRODUCTION_CRATES
+        .iter()
+        .flat_map(|krate| ["-p", krate])
+        .collect()
+}
+
+/// `--exclude <crate>` for each production crate.
+fn production_excluded() -> Vec<&'static str> {
+    PRODUCTION_CRATES
+        .iter()
+        .flat_map(|krate| ["--exclude", krate])
+        .collect()
+}
+
+/// A test run under nextest, or `cargo test` where nextest is absent: `selection` picks packages
+/// and features, `filter` (a substring of the test's name) narrows the tests.
+fn test_command(selection: &[&str], filter: Option<&str>) -> Command {
+    let mut cmd = util::cargo();
+    if util::have_program("cargo-nextest") {
+        cmd.args(["nextest", "run", "--no-fail-fast"])
+            .args(selection);
+        if let Some(filter) = filter {
+            cmd.args(["-E", &format!("test(/{filter}/)")]);
+        }
+    } else {
+        eprintln!("cargo-nextest is absent: falling back to `cargo test`");
+        cmd.args(["test", "--no-fail-fast", "--lib", "--bins", "--tests"])
+            .args(selection);
+        if let Some(filter) = filter {
+            cmd.args(["--", filter]);
+        }
+    }
+    cmd
+}
 
 pub fn run(args: &[String]) -> Result<()> {
     let quick = args.iter().any(|a| a == "--no-lint");
@@ -55,6 +107,14 @@ pub fn run(args: &[String]) -> Result<()> {
                 "warnings",
             ]))
         })?;
+        step("clippy default", &mut || {
+            util::run_checked(
+                util::cargo()
+                    .arg("clippy")
+                    .args(production_packages())
+                    .args(["--all-targets", "--", "-D", "warnings"]),
+            )
+        })?;
         step("doc", &mut || {
             util::run_checked(
                 util::cargo()
@@ -70,27 +130,21 @@ pub fn run(args: &[String]) -> Result<()> {
             .env("XTASK_TEST", "1");
     };
     step("tests", &mut || {
-        let mut cmd = util::cargo();
-        if util::have_program("cargo-nextest") {
-            cmd.args([
-                "nextest",
-                "run",
-                "--workspace",
-                "--all-features",
-                "--no-fail-fast",
-            ]);
-        } else {
-            eprintln!("cargo-nextest is absent: falling back to `cargo test`");
-            cmd.args([
-                "test",
-                "--workspace",
-                "--all-features",
-                "--no-fail-fast",
-                "--lib",
-                "--bins",
-                "--tests",
-            ]);
-        }
+        let mut selection = vec!["--workspace", "--all-features"];
+        selection.extend(production_excluded());
+        let mut cmd = test_command(&selection, None);
+        with_test_env(&mut cmd);
+        util::run_checked(&mut cmd)
+    })?;
+    step("tests default", &mut || {
+        let mut cmd = test_command(&production_packages(), None);
+        with_test_env(&mut cmd);
+        util::run_checked(&mut cmd)
+    })?;
+    step("tests failpoints", &mut || {
+        let mut selection = production_packages();
+        selection.extend(["--features", FAILPOINT_FEATURES]);
+        let mut cmd = test_command(&selection, Some(FAILPOINT_TESTS));
         with_test_env(&mut cmd);
         util::run_checked(&mut cmd)
     })?;

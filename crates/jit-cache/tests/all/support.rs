@@ -1,8 +1,7 @@
-//! Shared helpers: the real compiler, a counting wrapper, kernels and caches.
+//! Shared helpers: the real compiler, kernels, projects and caches.
 
 use jit_cache::{Cache, CacheOptions, KernelSpec};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The real nvcc: `NVCC`, else the project's venv (what `cargo xtask setup` creates).
 pub fn real_nvcc() -> PathBuf {
@@ -13,41 +12,6 @@ pub fn real_nvcc() -> PathBuf {
         .expect("these tests need the real nvcc: run `cargo xtask setup` or set NVCC")
         .path()
         .to_path_buf()
-}
-
-/// A wrapper compiler that appends one line per compile (not per `--version`) to a log, then
-/// runs the real nvcc: the tests count compiles with it.
-pub struct CountingCompiler {
-    pub path: PathBuf,
-    pub log: PathBuf,
-}
-
-impl CountingCompiler {
-    pub fn new(dir: &Path) -> CountingCompiler {
-        let bin = dir.join("wrapper-bin");
-        std::fs::create_dir_all(&bin).expect("create wrapper dir");
-        let path = bin.join("nvcc");
-        let log = dir.join("compiles.log");
-        let script = format!(
-            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *) echo \"$$ $*\" >> '{}' ;; esac\nexec '{}' \"$@\"\n",
-            log.display(),
-            real_nvcc().display()
-        );
-        write_executable(&path, &script);
-        CountingCompiler { path, log }
-    }
-
-    pub fn compiles(&self) -> usize {
-        std::fs::read_to_string(&self.log)
-            .map(|s| s.lines().count())
-            .unwrap_or(0)
-    }
-}
-
-pub fn write_executable(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, text).expect("write script");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod script");
 }
 
 /// A small, valid kernel whose code depends on `n`, so each `n` is a distinct artifact.
@@ -87,13 +51,6 @@ pub fn open_cache(dir: &Path) -> Cache {
         CacheOptions::default().nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc")),
     )
     .expect("open cache")
-}
-
-/// The CLI binary, with the real compiler unless `nvcc` says otherwise.
-pub fn cli(cache_dir: &Path, nvcc: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jit-cache"));
-    cmd.arg("--cache-dir").arg(cache_dir).env("NVCC", nvcc);
-    cmd
 }
 
 /// Sets a file's mtime (seconds since the epoch), to forge timestamps instead of waiting.

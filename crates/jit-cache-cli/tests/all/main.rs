@@ -1,0 +1,9 @@
+//! Integration tests of the `jit-cache` binary, against the real nvcc (`cargo xtask setup`
+//! installs it; `NVCC` selects it). Fake compilers appear only to force failures or to hold a
+//! builder mid-compile.
+
+mod support;
+
+mod cli;
+mod kills;
+mod processes;
