@@ -19,7 +19,7 @@ use crate::layout::Layout;
 use crate::records::{write_record, FailureInputs, FailureRecord, SlotRecord};
 use crate::spec::{KernelSpec, Source};
 use crate::toolchain::Toolchain;
-use durable_fs::{Published, StagingDir};
+use durable_fs::Published;
 use fingerprint::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -88,8 +88,8 @@ pub(crate) fn locked_build(
         move_to_trash(layout, dir)?;
     }
 
-    let staging = StagingDir::new_in(&layout.dir("staging"))?;
-    let scratch = StagingDir::new_in(&layout.dir("staging"))?;
+    let staging = layout.new_staging_dir()?;
+    let scratch = layout.new_staging_dir()?;
     let artifact_name = entry::artifact_file_name(spec.kind);
     let output = staging.path().join(&artifact_name);
     // Injected bug `in-place`: compile straight into the final entry directory.

@@ -8,11 +8,12 @@
 use crate::build::failpoint;
 use crate::entry;
 use crate::error::{Error, Result};
-use crate::layout::Layout;
+use crate::layout::{open_dir_nofollow, Layout, Subdir};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{FlockOperation, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
 
 /// Why [`open_dir_locked`] returned no descriptor.
 #[derive(Debug)]
@@ -43,18 +44,56 @@ pub(crate) fn open_dir_locked(
     }
 }
 
+/// Which directory a path named when it was looked at: device and inode, never followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirIdentity {
+    dev: u64,
+    ino: u64,
+}
+
+impl DirIdentity {
+    /// What `path` names now (a planted symlink is itself, not its target); None when nothing.
+    pub(crate) fn of_path(path: &Path) -> Option<DirIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        Some(DirIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    fn of_stat(stat: &rustix::fs::Stat) -> DirIdentity {
+        DirIdentity {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+        }
+    }
+}
+
+/// What [`evict_unless_pinned`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Evicted {
+    /// Moved into `trash/`.
+    Moved,
+    /// Left in place: a reader holds it.
+    Pinned,
+    /// Nothing there any more.
+    Absent,
+    /// Left in place: the path names another directory than the one the caller looked at.
+    Replaced,
+}
+
 /// Moves an entry (or anything planted at an entry's path) into `trash/` with one rename, so a
 /// reader holding it open keeps working. Never follows a symlink: a planted link is renamed, not
-/// its target.
+/// its target, and the entry's parents are reached from the `entries/` descriptor opened at
+/// [`Layout::open`], so a symlink planted in place of a cache directory is refused.
 pub(crate) fn move_to_trash(layout: &Layout, path: &Path) -> Result<()> {
     #[cfg(feature = "failpoints")]
     crate::failpoints::trashing(path);
-    let trash = layout.dir("trash").join(durable_fs::temp_name("trash"));
-    match durable_fs::atomic_rename(path, &trash) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let Some((parent, name)) = open_parent(layout, path)? else {
+        return Ok(());
+    };
+    rename_to_trash(layout, &parent, name, path)
 }
 
 /// Keeps at most `max` variants under a key, moving the oldest-built aside.
@@ -84,44 +123,136 @@ pub(crate) fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Res
 /// live [`crate::Artifact`] does): an artifact's path stays valid as long as the artifact lives.
 /// Returns whether it was moved. The caller holds the key's lock, so no builder races it.
 pub(crate) fn evict_unpinned(layout: &Layout, dir: &Path) -> Result<bool> {
-    let _pinned_by_us = match open_dir_locked(
-        rustix::fs::CWD,
-        dir,
+    Ok(evict_unless_pinned(layout, dir, None)? == Evicted::Moved)
+}
+
+/// Moves the entry at `dir` aside unless a reader pins it and, with `expected`, only while `dir`
+/// still names that directory (verify found *that* one corrupt; a replacement published since
+/// is not). The caller holds the key's lock.
+pub(crate) fn evict_unless_pinned(
+    layout: &Layout,
+    dir: &Path,
+    expected: Option<DirIdentity>,
+) -> Result<Evicted> {
+    let Some((parent, name)) = open_parent(layout, dir)? else {
+        return Ok(Evicted::Absent);
+    };
+    let is_expected = |stat: &rustix::fs::Stat| {
+        expected.is_none_or(|expected| DirIdentity::of_stat(stat) == expected)
+    };
+    let held = match open_dir_locked(
+        &parent,
+        Path::new(name),
         FlockOperation::NonBlockingLockExclusive,
     ) {
         Ok(fd) => fd,
-        Err(DirLockError::Open(Errno::NOENT)) => return Ok(false),
+        Err(DirLockError::Open(Errno::NOENT)) => return Ok(Evicted::Absent),
         // Not a directory, or a planted symlink: nobody can pin it; move the name aside.
         Err(DirLockError::Open(Errno::LOOP | Errno::NOTDIR)) => {
-            move_to_trash(layout, dir)?;
-            return Ok(true);
+            let Ok(stat) = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                return Ok(Evicted::Absent);
+            };
+            if !is_expected(&stat) {
+                return Ok(Evicted::Replaced);
+            }
+            rename_to_trash(layout, &parent, name, dir)?;
+            return Ok(Evicted::Moved);
         }
         Err(DirLockError::Open(e)) => {
             return Err(Error::io("open entry for eviction", dir, e.into()))
         }
-        Err(DirLockError::Busy | DirLockError::Lock(_)) => return Ok(false),
+        Err(DirLockError::Busy) => return Ok(Evicted::Pinned),
+        Err(DirLockError::Lock(e)) => {
+            return Err(Error::io("lock entry for eviction", dir, e.into()))
+        }
     };
+    let stat = rustix::fs::fstat(&held)
+        .map_err(|e| Error::io("inspect entry for eviction", dir, e.into()))?;
+    if !is_expected(&stat) {
+        return Ok(Evicted::Replaced);
+    }
     failpoint("evicting");
     // Readers that opened the directory before this rename and lock it after will see that the
     // path no longer names it, and treat it as a miss.
-    move_to_trash(layout, dir)?;
-    Ok(true)
+    rename_to_trash(layout, &parent, name, dir)?;
+    Ok(Evicted::Moved)
 }
 
-/// Removes a trash item unless a reader still pins it. Never follows symlinks.
-pub(crate) fn remove_unpinned(path: &Path) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+/// Opens the directory that holds the entry `path` by walking from the `entries/` descriptor
+/// without following symlinks, and returns it with the entry's name. None when a parent is gone.
+fn open_parent<'p>(layout: &Layout, path: &'p Path) -> Result<Option<(OwnedFd, &'p OsStr)>> {
+    let outside = || {
+        Error::io(
+            "locate entry in the cache",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not under the cache's entries directory",
+            ),
+        )
+    };
+    let relative = path
+        .strip_prefix(layout.dir(Subdir::Entries.name()))
+        .map_err(|_| outside())?;
+    let mut names = Vec::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(name) => names.push(name),
+            _ => return Err(outside()),
+        }
+    }
+    let Some(name) = names.pop() else {
+        return Err(outside());
+    };
+    let mut dir = match open_dir_nofollow(layout.dir_fd(Subdir::Entries), Path::new(".")) {
+        Ok(fd) => fd,
+        Err(e) => return Err(e),
+    };
+    for parent in names {
+        dir = match open_dir_nofollow(&dir, Path::new(parent)) {
+            Ok(fd) => fd,
+            Err(Error::Io { ref source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(Some((dir, name)))
+}
+
+/// Renames `name` in `parent` to a fresh name in `trash/`, both named through descriptors.
+fn rename_to_trash(layout: &Layout, parent: &OwnedFd, name: &OsStr, shown: &Path) -> Result<()> {
+    let from = layout
+        .fd_path(parent.as_fd(), shown.parent().unwrap_or(shown))
+        .join(name);
+    let to = layout
+        .pinned(Subdir::Trash)
+        .join(durable_fs::temp_name("trash"));
+    match durable_fs::atomic_rename(&from, &to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the trash item `name` unless a reader still pins it, working relative to the `trash/`
+/// descriptor opened at [`Layout::open`]. Never follows symlinks. Returns whether it was removed.
+pub(crate) fn remove_unpinned(layout: &Layout, name: &OsStr) -> bool {
+    let trash = layout.dir_fd(Subdir::Trash);
+    let Ok(stat) = rustix::fs::statat(trash, name, AtFlags::SYMLINK_NOFOLLOW) else {
         return false;
     };
-    if !meta.is_dir() {
-        return std::fs::remove_file(path).is_ok();
+    if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
+        return rustix::fs::unlinkat(trash, name, AtFlags::empty()).is_ok();
     }
     let Ok(_pinned_by_us) = open_dir_locked(
-        rustix::fs::CWD,
-        path,
+        trash,
+        Path::new(name),
         FlockOperation::NonBlockingLockExclusive,
     ) else {
         return false;
     };
-    std::fs::remove_dir_all(path).is_ok()
+    // std's remove_dir_all opens its argument without following a symlink there and never
+    // follows one inside; the path is pinned to the trash descriptor.
+    std::fs::remove_dir_all(layout.pinned(Subdir::Trash).join(name)).is_ok()
 }

@@ -5,20 +5,29 @@
 //!   entries/<k0k1>/<key>/<variant>/  one published entry: the artifact, then meta.json
 //!   slots/<slot>.json                each slot's most recent manifest (explains rebuilds)
 //!   failures/<key>.json              the last compile failure of a key, with its inputs
-//!   locks/<00..ff>.lock              256 lock files, chosen by the key's first byte: a fixed set
+//!   locks/dfs-lock-<bucket>.lock     256 lock files (`durable_fs::lock_file_for_key`): a fixed set
 //!   staging/                         builders' staging directories (durable-fs temp names)
 //!   trash/                           entries moved aside by eviction, verify or replacement
 //!   state/                           the stat cache and toolchain identity cache, per host
 //! ```
 
 use crate::error::{Error, Result};
+use durable_fs::{LockGuard, LockMode, Wait};
 use fingerprint::Digest;
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The directory of the current on-disk format inside the root. Bump it when the layout or
 /// `meta.json` changes incompatibly: old entries are then simply not seen.
 pub const FORMAT_DIR: &str = "v1";
+
+/// How many lock files a root has (`durable_fs::lock_file_for_key` buckets): a fixed set, since
+/// lock files are never deleted.
+const LOCK_BUCKETS: u32 = 256;
 
 /// How the root may be shared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,16 +40,64 @@ pub enum RootMode {
     Team,
 }
 
+/// The subdirectories of the format directory, each opened once by [`Layout::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subdir {
+    Entries,
+    Slots,
+    Failures,
+    Locks,
+    Staging,
+    Trash,
+    State,
+}
+
+impl Subdir {
+    const ALL: [Subdir; 7] = [
+        Subdir::Entries,
+        Subdir::Slots,
+        Subdir::Failures,
+        Subdir::Locks,
+        Subdir::Staging,
+        Subdir::Trash,
+        Subdir::State,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Subdir::Entries => "entries",
+            Subdir::Slots => "slots",
+            Subdir::Failures => "failures",
+            Subdir::Locks => "locks",
+            Subdir::Staging => "staging",
+            Subdir::Trash => "trash",
+            Subdir::State => "state",
+        }
+    }
+}
+
 /// The resolved places inside a cache root.
+///
+/// Besides paths, a layout holds each subdirectory open (`O_DIRECTORY | O_NOFOLLOW`, relative to
+/// the root's own descriptor), checked once at open. Everything that removes or moves things
+/// (sweep, clear, eviction, trash) works relative to those descriptors, so a team member who
+/// later swaps `trash` or `slots` for a symlink cannot make another member's maintenance touch
+/// anything outside the root: the descriptors still name the directories that were checked.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     pub(crate) base: PathBuf,
     pub(crate) mode: RootMode,
+    dirs: Arc<OpenDirs>,
 }
 
-const SUBDIRS: [&str; 7] = [
-    "entries", "slots", "failures", "locks", "staging", "trash", "state",
-];
+#[derive(Debug)]
+struct OpenDirs {
+    /// Indexed like [`Subdir::ALL`].
+    fds: Vec<OwnedFd>,
+    /// Whether `/proc/self/fd/N` names descriptor N here, so that durable-fs functions, which
+    /// take paths, can be handed a path pinned to a descriptor.
+    via_proc: bool,
+}
 
 impl Layout {
     /// Opens (creating when missing) a root, refusing one that is not safe to use.
@@ -50,17 +107,45 @@ impl Layout {
             RootMode::Team => 0o2770,
         };
         if std::fs::symlink_metadata(root).is_err() {
-            durable_fs::create_dir_all_durable(root, dir_mode)?;
+            durable_fs::create_dir_all_durable(root, durable_fs::DirMode::from_mode(dir_mode))?;
         }
         check_root(root, mode)?;
         let base = root.join(FORMAT_DIR);
-        let layout = Layout {
+        let mut layout = Layout {
             base: base.clone(),
             mode,
+            dirs: Arc::new(OpenDirs {
+                fds: Vec::new(),
+                via_proc: false,
+            }),
         };
-        for sub in std::iter::once(base.clone()).chain(SUBDIRS.iter().map(|s| base.join(s))) {
-            layout.ensure_dir(&sub)?;
+        layout.ensure_dir(&base)?;
+        for sub in Subdir::ALL {
+            layout.ensure_dir(&base.join(sub.name()))?;
         }
+        // The checks above were by path; from here on everything goes through descriptors
+        // opened without following symlinks, each checked to be the real directory.
+        let root_fd = open_dir_nofollow(rustix::fs::CWD, root)?;
+        let base_fd = open_dir_nofollow(&root_fd, Path::new(FORMAT_DIR))
+            .map_err(|e| reopen_error(&base, e))?;
+        let fds = Subdir::ALL
+            .iter()
+            .map(|sub| {
+                open_dir_nofollow(&base_fd, Path::new(sub.name()))
+                    .map_err(|e| reopen_error(&base.join(sub.name()), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let via_proc = proc_fd_paths_work(&fds[0]);
+        if !via_proc && mode == RootMode::Team {
+            return Err(Error::UnsafeRoot {
+                path: root.to_path_buf(),
+                reason: "a team cache works on its directories through descriptors named \
+                         /proc/self/fd/N, and /proc is not usable here; mount /proc or use a \
+                         private root"
+                    .into(),
+            });
+        }
+        layout.dirs = Arc::new(OpenDirs { fds, via_proc });
         Ok(layout)
     }
 
@@ -69,7 +154,7 @@ impl Layout {
     /// otherwise take the group's write bit, and the group could not publish into it).
     pub(crate) fn ensure_dir(&self, dir: &Path) -> Result<()> {
         if std::fs::symlink_metadata(dir).is_err() {
-            durable_fs::create_dir_all_durable(dir, self.dir_mode())?;
+            durable_fs::create_dir_all_durable(dir, durable_fs::DirMode::from_mode(self.dir_mode()))?;
             if self.mode == RootMode::Team {
                 let mut created = Some(dir);
                 while let Some(d) = created.filter(|d| d.starts_with(&self.base)) {
@@ -82,8 +167,32 @@ impl Layout {
         require_real_dir(dir)
     }
 
+    /// A subdirectory's path, for display and for paths handed to other processes (nvcc).
     pub(crate) fn dir(&self, sub: &str) -> PathBuf {
         self.base.join(sub)
+    }
+
+    /// The descriptor of a subdirectory, opened at [`Layout::open`].
+    pub(crate) fn dir_fd(&self, sub: Subdir) -> BorrowedFd<'_> {
+        // `open` fills `fds` in the order of `Subdir::ALL`, which is the declaration order.
+        self.dirs.fds[sub as usize].as_fd()
+    }
+
+    /// A path that names the subdirectory opened at [`Layout::open`] whatever has been renamed
+    /// or planted since: `/proc/self/fd/N`. Only for this process's own calls (a child process
+    /// has other descriptors) and only while this layout lives.
+    pub(crate) fn pinned(&self, sub: Subdir) -> PathBuf {
+        self.fd_path(self.dir_fd(sub), &self.base.join(sub.name()))
+    }
+
+    /// The `/proc/self/fd/N` path of an open directory, or `fallback` where `/proc` is not
+    /// usable (then only in a private root, which nobody else can write).
+    pub(crate) fn fd_path(&self, fd: BorrowedFd<'_>, fallback: &Path) -> PathBuf {
+        if self.dirs.via_proc {
+            PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        } else {
+            fallback.to_path_buf()
+        }
     }
 
     pub(crate) fn key_dir(&self, key: &Digest) -> PathBuf {
@@ -107,11 +216,67 @@ impl Layout {
             .join(format!("{}.json", key.to_hex()))
     }
 
-    /// One of 256 lock files, chosen by the key's first byte: lock files never grow in number,
-    /// and are never deleted (two holders must never lock two different inodes).
+    /// The key's lock file: one of [`LOCK_BUCKETS`] files chosen by
+    /// `durable_fs::lock_file_for_key`, in the `locks` directory opened at [`Layout::open`].
+    /// Lock files never grow in number and are never deleted (two holders must never lock two
+    /// different inodes). Builders, eviction, verify and `key_is_being_built` all lock this
+    /// path, so they exclude one another.
+    ///
+    /// In a team root the file is created here, when missing, with mode 0660 whatever the
+    /// umask, so that every member can open it read-write (NFS needs a writable descriptor for
+    /// `flock`). That step is best effort: `durable_fs::lock` reports any real error.
     pub(crate) fn lock_file(&self, key: &Digest) -> PathBuf {
-        let hex = key.to_hex();
-        self.base.join("locks").join(format!("{}.lock", &hex[..2]))
+        let path =
+            durable_fs::lock_file_for_key(self.pinned(Subdir::Locks), key.as_bytes(), LOCK_BUCKETS);
+        if self.mode == RootMode::Team {
+            if let Some(name) = path.file_name() {
+                let _ = self.create_team_file(Subdir::Locks, Path::new(name));
+            }
+        }
+        path
+    }
+
+    /// Waits for the key's lock as `wait` says.
+    pub(crate) fn lock_key(&self, key: &Digest, wait: Wait) -> Result<LockGuard> {
+        Ok(durable_fs::lock(
+            self.lock_file(key),
+            LockMode::Exclusive,
+            wait,
+        )?)
+    }
+
+    /// Tries once to take the key's lock; `None` while someone else (a builder) holds it.
+    pub(crate) fn try_lock_key(&self, key: &Digest) -> Result<Option<LockGuard>> {
+        Ok(durable_fs::try_lock(
+            self.lock_file(key),
+            LockMode::Exclusive,
+        )?)
+    }
+
+    /// Creates `name` in a subdirectory when missing, mode 0660 whatever the umask (set with
+    /// `fchmod` on the new file, never through a path).
+    fn create_team_file(&self, sub: Subdir, name: &Path) -> std::io::Result<()> {
+        let flags =
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(self.dir_fd(sub), name, flags, Mode::from_raw_mode(0o660)) {
+            Ok(fd) => Ok(rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o660))?),
+            Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A fresh staging directory for a build. In a team root it gets mode 2770 whatever the
+    /// umask: another member's sweep must be able to remove what a killed builder left, and
+    /// another member's eviction must be able to move the published entry (renaming a directory
+    /// to another parent needs write permission on it).
+    pub(crate) fn new_staging_dir(&self) -> Result<durable_fs::StagingDir> {
+        let staging = durable_fs::StagingDir::new_in(self.dir("staging"))?;
+        if self.mode == RootMode::Team {
+            let path = staging.path();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o2770))
+                .map_err(|e| Error::io("chmod team staging directory", path, e))?;
+        }
+        Ok(staging)
     }
 
     pub(crate) fn dir_mode(&self) -> u32 {
@@ -119,6 +284,36 @@ impl Layout {
             RootMode::Private => 0o700,
             RootMode::Team => 0o2770,
         }
+    }
+}
+
+/// Opens a directory relative to `at` without following a symlink in its last component.
+pub(crate) fn open_dir_nofollow(at: impl AsFd, path: &Path) -> Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(at, path, flags, Mode::empty())
+        .map_err(|e| Error::io("open cache directory", path, e.into()))
+}
+
+/// A directory checked by path that cannot be opened as one now was swapped meanwhile.
+fn reopen_error(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io { ref source, .. } if matches!(source.raw_os_error(), Some(code) if code == Errno::LOOP.raw_os_error() || code == Errno::NOTDIR.raw_os_error()) => {
+            Error::UnsafeRoot {
+                path: path.to_path_buf(),
+                reason: "it is not a real directory (a symlink or a file was planted); remove it"
+                    .into(),
+            }
+        }
+        other => other,
+    }
+}
+
+/// Whether `/proc/self/fd/N` leads to descriptor N's directory here.
+fn proc_fd_paths_work(fd: &OwnedFd) -> bool {
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    match (rustix::fs::fstat(fd), rustix::fs::stat(path.as_str())) {
+        (Ok(held), Ok(named)) => held.st_dev == named.st_dev && held.st_ino == named.st_ino,
+        _ => false,
     }
 }
 

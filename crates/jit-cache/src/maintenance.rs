@@ -5,13 +5,14 @@
 //! that holds an entry keeps working. Trash and abandoned staging directories are removed by the
 //! sweep, which only removes what no live process holds.
 
-use crate::evict::{evict_unpinned, move_to_trash, remove_unpinned};
 use crate::cache::Cache;
 use crate::entry::{self, Meta};
 use crate::error::{Error, Result};
-use crate::layout::Layout;
-use durable_fs::{LockMode, Wait};
+use crate::evict::{evict_unless_pinned, evict_unpinned, remove_unpinned, DirIdentity, Evicted};
+use crate::layout::{open_dir_nofollow, Layout, Subdir};
+use durable_fs::Wait;
 use fingerprint::Digest;
+use rustix::fd::{AsFd, OwnedFd};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,9 @@ pub struct VerifyReport {
     pub checked: usize,
     /// Entries found corrupt and moved aside, with the reason.
     pub corrupt: Vec<(PathBuf, String)>,
+    /// Entries found corrupt but left in place because a reader holds them (the next verify,
+    /// or the next build of the key, moves them aside once released), with the reason.
+    pub corrupt_pinned: Vec<(PathBuf, String)>,
 }
 
 impl Cache {
@@ -110,8 +114,8 @@ impl Cache {
     pub fn stats(&self) -> Result<Stats> {
         let layout = self.usable_layout()?;
         let entries = self.entries()?;
-        let count = |sub: &str| {
-            std::fs::read_dir(layout.dir(sub))
+        let count = |sub: Subdir| {
+            std::fs::read_dir(layout.pinned(sub))
                 .map(|r| r.flatten().count())
                 .unwrap_or(0)
         };
@@ -122,9 +126,9 @@ impl Cache {
             entries: entries.len(),
             bytes: entries.iter().map(|e| e.bytes).sum(),
             builds_recorded,
-            failures: count("failures"),
-            staging: count("staging"),
-            trash: count("trash"),
+            failures: count(Subdir::Failures),
+            staging: count(Subdir::Staging),
+            trash: count(Subdir::Trash),
         })
     }
 
@@ -172,10 +176,16 @@ impl Cache {
                 report.skipped_busy += 1;
             }
         }
-        for sub in ["slots", "failures"] {
-            if let Ok(read) = std::fs::read_dir(layout.dir(sub)) {
+        // Relative to the descriptors opened at open: a `slots` swapped for a symlink since
+        // cannot send these unlinks anywhere else.
+        for sub in [Subdir::Slots, Subdir::Failures] {
+            if let Ok(read) = std::fs::read_dir(layout.pinned(sub)) {
                 for item in read.flatten() {
-                    let _ = std::fs::remove_file(item.path());
+                    let _ = rustix::fs::unlinkat(
+                        layout.dir_fd(sub),
+                        item.file_name().as_os_str(),
+                        rustix::fs::AtFlags::empty(),
+                    );
                 }
             }
         }
@@ -187,63 +197,50 @@ impl Cache {
         let Ok(key) = entry.key.parse::<Digest>() else {
             return Ok(false);
         };
-        let lock_path = layout.lock_file(&key);
         // A key being built is skipped, never waited for: gc must not stall behind a compile.
-        let Some(_guard) = durable_fs::lock(&lock_path, LockMode::Exclusive, Wait::Immediately)?
-        else {
+        let Some(_guard) = layout.try_lock_key(&key)? else {
             return Ok(false);
         };
         evict_unpinned(layout, &entry.path)
     }
 
     /// Re-hashes every artifact against its `meta.json`; moves corrupt entries aside.
+    ///
+    /// A corrupt entry is moved only under its key's lock, and only if, once the lock is held,
+    /// the path still names the very directory found corrupt, it is still corrupt, and no
+    /// reader pins it: while verify waited, a builder may have replaced it with a good entry,
+    /// and a reader that holds an artifact keeps its path valid.
     pub fn verify(&self) -> Result<VerifyReport> {
         let layout = self.usable_layout()?;
         let mut report = VerifyReport::default();
         for (dir, meta) in walk_entries(layout) {
             report.checked += 1;
-            let problem = match meta {
-                // Moved aside by a concurrent gc or builder since the listing: not corrupt.
-                Err(Error::Io { ref source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
-                {
-                    None
-                }
-                Err(e) => Some(format!("meta.json unusable: {e}")),
-                Ok(meta) => {
-                    let kind = kind_from_name(&meta.kind);
-                    let variant = crate::layout::variant_dir_name(&meta.variant);
-                    let checked = kind
-                        .ok_or_else(|| format!("unknown kind `{}`", meta.kind))
-                        .and_then(|kind| {
-                            entry::open_entry(&dir, &meta.key, &variant)
-                                .and_then(|open| open.load(kind))
-                                .map(|_| ())
-                                .map_err(|u| match u {
-                                    entry::Unusable::Absent => "vanished".to_string(),
-                                    entry::Unusable::Corrupt(why) => why,
-                                })
-                        });
-                    checked.err().filter(|why| why != "vanished")
-                }
+            let seen = DirIdentity::of_path(&dir);
+            if seen.is_none() || problem(&dir, meta).is_none() {
+                continue;
+            }
+            // Corrupt entries are moved aside under their key's lock when the key is known.
+            let key = dir
+                .parent()
+                .and_then(|k| k.file_name())
+                .and_then(|k| k.to_str())
+                .and_then(|k| k.parse::<Digest>().ok());
+            crate::build::failpoint("verify-found-corrupt");
+            let _guard = match key {
+                Some(key) => Some(layout.lock_key(&key, Wait::Forever)?),
+                None => None,
             };
-            if let Some(why) = problem {
-                // Corrupt entries are moved aside under their key's lock when the key is known.
-                let key = dir
-                    .parent()
-                    .and_then(|k| k.file_name())
-                    .and_then(|k| k.to_str())
-                    .and_then(|k| k.parse::<Digest>().ok());
-                let _guard = match key {
-                    Some(key) => durable_fs::lock(
-                        layout.lock_file(&key),
-                        LockMode::Exclusive,
-                        Wait::Forever,
-                    )?,
-                    None => None,
-                };
-                move_to_trash(layout, &dir)?;
-                report.corrupt.push((dir, why));
+            // Look again now that no builder can be at work on this key.
+            if DirIdentity::of_path(&dir) != seen {
+                continue;
+            }
+            let Some(why) = problem(&dir, entry::read_meta(&dir)) else {
+                continue;
+            };
+            match evict_unless_pinned(layout, &dir, seen)? {
+                Evicted::Moved => report.corrupt.push((dir, why)),
+                Evicted::Pinned => report.corrupt_pinned.push((dir, why)),
+                Evicted::Absent | Evicted::Replaced => {}
             }
         }
         self.sweep()?;
@@ -259,20 +256,99 @@ impl Cache {
             max_age: SWEEP_MIN_AGE,
         };
         let mut removed = 0;
-        for sub in ["staging", "slots", "failures", "state"] {
-            removed += durable_fs::sweep(layout.dir(sub), &policy)?.removed.len();
+        // Every directory is named through a descriptor opened at open (or, for key
+        // directories, opened from `entries/` without following symlinks): a member who swaps
+        // one for a symlink cannot point this sweep outside the root.
+        for sub in [
+            Subdir::Staging,
+            Subdir::Slots,
+            Subdir::Failures,
+            Subdir::State,
+        ] {
+            removed += durable_fs::sweep(layout.pinned(sub), &policy)?
+                .removed
+                .len();
         }
-        for key_dir in key_dirs(layout) {
-            removed += durable_fs::sweep(&key_dir, &policy)?.removed.len();
+        let mut failed = None;
+        for_each_key_dir(layout, |shown, fd| {
+            match durable_fs::sweep(layout.fd_path(fd.as_fd(), shown), &policy) {
+                Ok(report) => removed += report.removed.len(),
+                Err(e) => failed = failed.take().or(Some(e)),
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
         }
-        if let Ok(read) = std::fs::read_dir(layout.dir("trash")) {
+        if let Ok(read) = std::fs::read_dir(layout.pinned(Subdir::Trash)) {
             for item in read.flatten() {
-                if remove_unpinned(&item.path()) {
+                if remove_unpinned(layout, &item.file_name()) {
                     removed += 1;
                 }
             }
         }
         Ok(removed)
+    }
+}
+
+/// Why an entry is unusable, or None when it is whole (or vanished: moved aside by a concurrent
+/// gc or builder since the listing, which is not corruption).
+fn problem(dir: &Path, meta: Result<Meta>) -> Option<String> {
+    match meta {
+        Err(Error::Io { ref source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
+        {
+            None
+        }
+        Err(e) => Some(format!("meta.json unusable: {e}")),
+        Ok(meta) => {
+            let kind = kind_from_name(&meta.kind);
+            let variant = crate::layout::variant_dir_name(&meta.variant);
+            let checked = kind
+                .ok_or_else(|| format!("unknown kind `{}`", meta.kind))
+                .and_then(|kind| {
+                    entry::open_entry(dir, &meta.key, &variant)
+                        .and_then(|open| open.load(kind))
+                        .map(|_| ())
+                        .map_err(|u| match u {
+                            entry::Unusable::Absent => "vanished".to_string(),
+                            entry::Unusable::Corrupt(why) => why,
+                        })
+                });
+            checked.err().filter(|why| why != "vanished")
+        }
+    }
+}
+
+/// Calls `visit` with each key directory (its path, for messages, and its descriptor), opened
+/// from the `entries/` descriptor without following symlinks. One key directory is open at a
+/// time.
+fn for_each_key_dir(layout: &Layout, mut visit: impl FnMut(&Path, &OwnedFd)) {
+    let entries = layout.dir(Subdir::Entries.name());
+    let Ok(shards) = std::fs::read_dir(layout.pinned(Subdir::Entries)) else {
+        return;
+    };
+    for shard in shards.flatten() {
+        if !shard.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let shard_name = shard.file_name();
+        let Ok(shard_fd) =
+            open_dir_nofollow(layout.dir_fd(Subdir::Entries), Path::new(&shard_name))
+        else {
+            continue;
+        };
+        let shown_shard = entries.join(&shard_name);
+        let Ok(keys) = std::fs::read_dir(layout.fd_path(shard_fd.as_fd(), &shown_shard)) else {
+            continue;
+        };
+        for key in keys.flatten() {
+            if !key.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if let Ok(key_fd) = open_dir_nofollow(&shard_fd, Path::new(&key.file_name())) {
+                visit(&shown_shard.join(key.file_name()), &key_fd);
+            }
+        }
     }
 }
 
