@@ -389,12 +389,7 @@ fn record_failure(cache: &Cache, layout: &Layout, prepared: &Prepared, failure: 
 /// Appends one line to the event log (builds only; hits are never written).
 fn log_event(layout: &Layout, what: &str, name: &str, ms: u64) {
     use std::io::Write;
-    let path = layout.dir("state").join("events.log");
-    if let Ok(mut file) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-    {
+    if let Ok(mut file) = layout.open_append(crate::layout::Subdir::State, "events.log") {
         let _ = writeln!(file, "{} {what} {name} {ms}", now_ms());
     }
 }

@@ -204,10 +204,7 @@ fn open_parent<'p>(layout: &Layout, path: &'p Path) -> Result<Option<(OwnedFd, &
     let Some(name) = names.pop() else {
         return Err(outside());
     };
-    let mut dir = match open_dir_nofollow(layout.dir_fd(Subdir::Entries), Path::new(".")) {
-        Ok(fd) => fd,
-        Err(e) => return Err(e),
-    };
+    let mut dir = open_dir_nofollow(layout.dir_fd(Subdir::Entries), Path::new("."))?;
     for parent in names {
         dir = match open_dir_nofollow(&dir, Path::new(parent)) {
             Ok(fd) => fd,

@@ -154,7 +154,10 @@ impl Layout {
     /// otherwise take the group's write bit, and the group could not publish into it).
     pub(crate) fn ensure_dir(&self, dir: &Path) -> Result<()> {
         if std::fs::symlink_metadata(dir).is_err() {
-            durable_fs::create_dir_all_durable(dir, durable_fs::DirMode::from_mode(self.dir_mode()))?;
+            durable_fs::create_dir_all_durable(
+                dir,
+                durable_fs::DirMode::from_mode(self.dir_mode()),
+            )?;
             if self.mode == RootMode::Team {
                 let mut created = Some(dir);
                 while let Some(d) = created.filter(|d| d.starts_with(&self.base)) {
@@ -263,6 +266,19 @@ impl Layout {
             Err(Errno::EXIST) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Opens `name` in a subdirectory for appending (relative to its descriptor, never through
+    /// a symlink), creating it when missing: in a team root with mode 0660 whatever the umask,
+    /// so that every member can append to it.
+    pub(crate) fn open_append(&self, sub: Subdir, name: &str) -> std::io::Result<std::fs::File> {
+        if self.mode == RootMode::Team {
+            self.create_team_file(sub, Path::new(name))?;
+        }
+        let flags =
+            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(self.dir_fd(sub), name, flags, Mode::from_raw_mode(0o666))?;
+        Ok(std::fs::File::from(fd))
     }
 
     /// A fresh staging directory for a build. In a team root it gets mode 2770 whatever the

@@ -119,9 +119,10 @@ impl Cache {
                 .map(|r| r.flatten().count())
                 .unwrap_or(0)
         };
-        let builds_recorded = std::fs::read_to_string(layout.dir("state").join("events.log"))
-            .map(|s| s.lines().filter(|l| l.contains(" build ")).count())
-            .unwrap_or(0);
+        let builds_recorded =
+            std::fs::read_to_string(layout.pinned(Subdir::State).join("events.log"))
+                .map(|s| s.lines().filter(|l| l.contains(" build ")).count())
+                .unwrap_or(0);
         Ok(Stats {
             entries: entries.len(),
             bytes: entries.iter().map(|e| e.bytes).sum(),

@@ -7,3 +7,4 @@ mod support;
 mod cli;
 mod kills;
 mod processes;
+mod team_root;
