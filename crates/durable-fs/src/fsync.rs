@@ -1,4 +1,4 @@
-//! fsync of a path, of a directory tree bottom-up, and of a path's parent directory.
+//! fsync of a path, of one directory, of a directory tree bottom-up, and of a path's parent.
 
 use std::ffi::OsStr;
 use std::io;
@@ -42,6 +42,13 @@ pub fn fsync_path(path: impl AsRef<Path>) -> Result<()> {
     }
 }
 
+/// Opens the directory `dir` (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`) and fsyncs it, which makes
+/// the creates, renames and unlinks of entries *in* `dir` durable (not its files' data, and not
+/// `dir`'s own entry in its parent: see [`fsync_parent`]). Fails with `NotADirectory` on a file.
+pub fn fsync_dir(dir: impl AsRef<Path>) -> Result<()> {
+    sys::fsync_dir_path(dir.as_ref())
+}
+
 /// fsyncs a directory tree bottom-up: each regular file, then each subdirectory (after its own
 /// contents), then `dir` itself.
 ///
@@ -50,13 +57,13 @@ pub fn fsync_path(path: impl AsRef<Path>) -> Result<()> {
 /// sockets and devices are never opened. This makes a freshly built tree durable before it is
 /// renamed into place; it is not the tool for making a rename durable, which needs the
 /// *parent's* fsync ([`fsync_parent`]).
-pub fn fsync_dir(dir: impl AsRef<Path>) -> Result<()> {
+pub fn fsync_tree(dir: impl AsRef<Path>) -> Result<()> {
     let dir = dir.as_ref();
     let fd = sys::open_dir(dir)?;
-    fsync_tree(fd, dir)
+    walk(fd, dir)
 }
 
-fn fsync_tree(fd: OwnedFd, path: &Path) -> Result<()> {
+fn walk(fd: OwnedFd, path: &Path) -> Result<()> {
     let mut entries =
         rustix::fs::Dir::read_from(&fd).map_err(|e| Error::new("read directory", path, e))?;
     while let Some(entry) = entries.read() {
@@ -84,7 +91,7 @@ fn fsync_tree(fd: OwnedFd, path: &Path) -> Result<()> {
                     Err(rustix::io::Errno::NOENT) => continue,
                     Err(e) => return Err(Error::new("open directory", child, e)),
                 };
-                fsync_tree(sub, &child)?;
+                walk(sub, &child)?;
             }
             FileType::RegularFile => {
                 let file = match rustix::fs::openat(

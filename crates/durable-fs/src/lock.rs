@@ -20,17 +20,33 @@ pub enum LockMode {
     Exclusive,
 }
 
-/// How long [`lock`] waits for a lock that someone else holds.
+/// How long [`lock`] waits for a lock that someone else holds. (To try once and carry on
+/// without the lock, call [`try_lock`], which says so in its type.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// Try once (`LOCK_NB`).
-    Immediately,
-    /// Retry with `LOCK_NB` and a sleep that doubles from 100 µs up to 20 ms between tries,
-    /// until the duration has passed. It polls because `flock` has no timed form; the sleeps
-    /// keep it off the CPU.
-    Timeout(Duration),
     /// Block in the kernel until the lock is granted.
     Forever,
+    /// Retry with `LOCK_NB` and a sleep that doubles from 100 µs up to 20 ms between tries,
+    /// until the duration has passed; then [`lock`] fails with `ErrorKind::TimedOut`. It polls
+    /// because `flock` has no timed form; the sleeps keep it off the CPU.
+    Timeout(Duration),
+}
+
+/// How one acquisition proceeds: [`Wait`] plus the single try behind [`try_lock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    Once,
+    Timeout(Duration),
+    Forever,
+}
+
+impl From<Wait> for Attempt {
+    fn from(wait: Wait) -> Attempt {
+        match wait {
+            Wait::Forever => Attempt::Forever,
+            Wait::Timeout(limit) => Attempt::Timeout(limit),
+        }
+    }
 }
 
 /// A held `flock`. Dropping it unlocks with an explicit `LOCK_UN` (a forked child shares the
@@ -64,8 +80,11 @@ impl LockGuard {
     }
 }
 
-/// Takes a `flock` on `path`, creating the lock file when missing; `Ok(None)` when the lock was
-/// not granted within `wait`.
+/// Takes a `flock` on `path`, creating the lock file when missing, waiting as `wait` says.
+///
+/// Returns the held lock, or an error: `ErrorKind::TimedOut` when [`Wait::Timeout`] ran out
+/// while someone else held it, or the error of opening or locking the file. There is no way to
+/// get past this call without the lock; to try once and carry on, use [`try_lock`].
 ///
 /// The file is opened `O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW` with mode 0644 (read-write
 /// because NFS emulates `flock` with whole-file `fcntl` locks, which need a writable
@@ -77,8 +96,62 @@ impl LockGuard {
 /// Lock files are never deleted (see [`LockGuard`]), so a caller must lock a fixed set of
 /// paths, not one file per key: [`lock_file_for_key`] maps any key to one of a fixed number of
 /// bucket files. Two keys that share a bucket merely serialise.
-pub fn lock(path: impl AsRef<Path>, mode: LockMode, wait: Wait) -> Result<Option<LockGuard>> {
+///
+/// # After `fork`
+/// A child inherits the descriptor and with it the lock (one open file description): the lock
+/// is released when the guard is dropped in either process, since the guard unlocks with an
+/// explicit `LOCK_UN`. Drop or [`std::mem::forget`] the guard in the child deliberately.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use durable_fs::{lock, LockMode, Wait};
+/// let dir = tempfile::tempdir()?;
+/// let guard = lock(dir.path().join("build.lock"), LockMode::Exclusive, Wait::Forever)?;
+/// // ... work under the lock ...
+/// guard.unlock()?;
+/// # Ok(()) }
+/// ```
+#[must_use = "the lock is held only while the returned guard lives"]
+pub fn lock(path: impl AsRef<Path>, mode: LockMode, wait: Wait) -> Result<LockGuard> {
     let path = path.as_ref();
+    match acquire_at(path, mode, wait.into())? {
+        Some(guard) => Ok(guard),
+        None => Err(Error::new(
+            "lock",
+            path,
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("still held by another holder after {wait:?}"),
+            ),
+        )),
+    }
+}
+
+/// Tries once to take a `flock` on `path` (`LOCK_NB`): `Ok(None)` when someone else holds a
+/// conflicting lock, so the caller must decide what to do without it.
+///
+/// Opens the file as [`lock`] does. Use it where skipping the work is the right answer to a
+/// held lock (an eviction that should not wait for a builder).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use durable_fs::{lock, try_lock, LockMode, Wait};
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("key.lock");
+/// let held = lock(&path, LockMode::Exclusive, Wait::Forever)?;
+/// assert!(try_lock(&path, LockMode::Exclusive)?.is_none(), "a second holder is refused");
+/// drop(held);
+/// let Some(_guard) = try_lock(&path, LockMode::Exclusive)? else {
+///     unreachable!("free after the first guard was dropped");
+/// };
+/// # Ok(()) }
+/// ```
+#[must_use = "None means the lock is NOT held; Some(guard) holds it only while the guard lives"]
+pub fn try_lock(path: impl AsRef<Path>, mode: LockMode) -> Result<Option<LockGuard>> {
+    acquire_at(path.as_ref(), mode, Attempt::Once)
+}
+
+fn acquire_at(path: &Path, mode: LockMode, attempt: Attempt) -> Result<Option<LockGuard>> {
     let open = |flags: OFlags| {
         rustix::fs::openat(
             CWD,
@@ -93,7 +166,7 @@ pub fn lock(path: impl AsRef<Path>, mode: LockMode, wait: Wait) -> Result<Option
     }
     .map_err(|e| Error::new("open lock file", path, e))?;
     let acquired =
-        acquire(&fd, mode, wait, BackoffPacer::new).map_err(|e| Error::new("lock", path, e))?;
+        acquire(&fd, mode, attempt, BackoffPacer::new).map_err(|e| Error::new("lock", path, e))?;
     Ok(acquired.then(|| LockGuard {
         held: Held::new(fd),
         path: path.to_path_buf(),
@@ -133,13 +206,13 @@ pub(crate) trait Pacer {
 pub(crate) fn acquire<F: Flock, P: Pacer>(
     flock: &F,
     mode: LockMode,
-    wait: Wait,
+    attempt: Attempt,
     pacer: impl FnOnce(Duration) -> P,
 ) -> io::Result<bool> {
-    match wait {
-        Wait::Immediately => flock.try_lock(mode),
-        Wait::Forever => flock.lock_blocking(mode).map(|()| true),
-        Wait::Timeout(limit) => {
+    match attempt {
+        Attempt::Once => flock.try_lock(mode),
+        Attempt::Forever => flock.lock_blocking(mode).map(|()| true),
+        Attempt::Timeout(limit) => {
             let mut pacer = pacer(limit);
             loop {
                 if flock.try_lock(mode)? {
@@ -336,7 +409,7 @@ mod loom_models {
                         let got = acquire(
                             &fd,
                             LockMode::Exclusive,
-                            Wait::Timeout(Duration::ZERO),
+                            Attempt::Timeout(Duration::ZERO),
                             |_| TriesPacer(1),
                         )
                         .expect("sim acquire");
@@ -375,12 +448,10 @@ mod loom_models {
                 inode: inode.clone(),
                 id: 0,
             };
-            assert!(
-                acquire(&shared_fd, LockMode::Shared, Wait::Immediately, |_| {
-                    TriesPacer(0)
-                })
-                .expect("sim acquire")
-            );
+            assert!(acquire(&shared_fd, LockMode::Shared, Attempt::Once, |_| {
+                TriesPacer(0)
+            })
+            .expect("sim acquire"));
             let guard = Arc::new(Held::new(shared_fd));
             let users = Arc::new(AtomicUsize::new(2));
             let handles: Vec<_> = (0..2)
@@ -397,10 +468,10 @@ mod loom_models {
                 let (inode, users) = (inode.clone(), users.clone());
                 loom::thread::spawn(move || {
                     let fd = SimFd { inode, id: 1 };
-                    assert!(
-                        acquire(&fd, LockMode::Exclusive, Wait::Forever, |_| TriesPacer(0))
-                            .expect("sim acquire")
-                    );
+                    assert!(acquire(&fd, LockMode::Exclusive, Attempt::Forever, |_| {
+                        TriesPacer(0)
+                    })
+                    .expect("sim acquire"));
                     assert_eq!(
                         users.load(Ordering::SeqCst),
                         0,

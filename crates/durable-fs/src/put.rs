@@ -15,7 +15,7 @@ use crate::temp_name::temp_name;
 
 /// How many fresh temp names `put` tries when one already exists (someone planted an entry at
 /// a random name; a real collision of 64 random bits does not happen).
-const NAME_ATTEMPTS: usize = 3;
+pub(crate) const NAME_ATTEMPTS: usize = 3;
 
 /// Writes `bytes` to `path` durably and atomically.
 ///
@@ -27,6 +27,15 @@ const NAME_ATTEMPTS: usize = 3;
 /// is never retried. If only the final directory fsync fails, the new file is already visible
 /// but its rename may not survive a power cut; the error says `fsync directory`.
 ///
+/// The new file replaces whatever entry `path` names: **a symlink at `path` is replaced by the
+/// file, not followed**, and **the old file's mode, owner, ACLs and xattrs are not kept** (the
+/// new one has mode 0666 less the umask and belongs to the caller; [`put_with`] shows how to
+/// keep the mode). To write many files with two flushes in all, use [`crate::Batch`].
+///
+/// Why the name `put` and not `write_atomic`: the call is the whole durable sequence (temp,
+/// fsync, rename, fsync directory), not an atomic `write(2)`, and the same verb stages a file in
+/// a [`crate::Batch`]. rustdoc's search finds it under `write_atomic` and `atomic_write` too.
+///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let dir = tempfile::tempdir()?;
@@ -35,6 +44,7 @@ const NAME_ATTEMPTS: usize = 3;
 /// assert_eq!(std::fs::read(&path)?, b"\x7fELF...");
 /// # Ok(()) }
 /// ```
+#[doc(alias = "write_atomic", alias = "atomic_write", alias = "persist")]
 pub fn put(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
     put_with(path, |file| file.write_all(bytes))
 }
@@ -43,6 +53,24 @@ pub fn put(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
 ///
 /// `write` receives the open temp file positioned at 0; its error aborts the put (the temp is
 /// removed, the target untouched) and is returned as the `write temp file` error.
+///
+/// Keeping the old file's mode (its owner would need `fchown` and privileges):
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::io::Write;
+/// use std::os::unix::fs::PermissionsExt;
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("run.sh");
+/// std::fs::write(&path, b"old")?;
+/// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750))?;
+/// let old = std::fs::metadata(&path)?.permissions();
+/// durable_fs::put_with(&path, |file| {
+///     file.set_permissions(old)?;
+///     file.write_all(b"#!/bin/sh\n")
+/// })?;
+/// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o750);
+/// # Ok(()) }
+/// ```
 pub fn put_with(
     path: impl AsRef<Path>,
     write: impl FnOnce(&mut File) -> io::Result<()>,
@@ -70,8 +98,8 @@ pub fn put_with(
 }
 
 /// Test seam: [`put_with`] with a caller-chosen temp name, so a test can plant an entry at it.
-#[doc(hidden)]
-pub fn put_with_temp_name(path: &Path, temp: &OsStr, bytes: &[u8]) -> Result<()> {
+#[cfg(feature = "test-seams")]
+pub(crate) fn put_with_temp_name(path: &Path, temp: &OsStr, bytes: &[u8]) -> Result<()> {
     let (dir, name) = sys::split("put", path)?;
     let dirfd = sys::open_dir(&dir)?;
     let file = create_temp(&dirfd, &dir, temp)?;
@@ -80,7 +108,7 @@ pub fn put_with_temp_name(path: &Path, temp: &OsStr, bytes: &[u8]) -> Result<()>
     })
 }
 
-fn create_temp(dirfd: &OwnedFd, dir: &Path, temp: &OsStr) -> Result<File> {
+pub(crate) fn create_temp(dirfd: &OwnedFd, dir: &Path, temp: &OsStr) -> Result<File> {
     let fd = rustix::fs::openat(
         dirfd,
         temp,

@@ -29,6 +29,9 @@ struct Entry {
     path: PathBuf,
     kind: TempKind,
     publishing: bool,
+    /// The process that created the temp. A forked child inherits a copy of the registry but
+    /// not the temps' writers: its cleanup must leave the parent's temps alone.
+    pid: u32,
 }
 
 /// A set of live temps; one global instance serves the process, models build their own.
@@ -75,6 +78,7 @@ impl Registry {
                     path,
                     kind,
                     publishing: false,
+                    pid: std::process::id(),
                 },
             );
             id
@@ -82,13 +86,15 @@ impl Registry {
         Ticket { registry: self, id }
     }
 
-    /// Removes every live (not publishing) temp with `remove`, and forgets it. Returns how many.
+    /// Removes every live (not publishing) temp this process created with `remove`, and forgets
+    /// it. Returns how many.
     pub(crate) fn remove_live_with(&self, mut remove: impl FnMut(&Path, TempKind)) -> usize {
+        let me = std::process::id();
         let taken: Vec<Entry> = self.with(|inner| {
             let ids: Vec<u64> = inner
                 .entries
                 .iter()
-                .filter(|(_, e)| !e.publishing)
+                .filter(|(_, e)| !e.publishing && e.pid == me)
                 .map(|(&id, _)| id)
                 .collect();
             ids.iter()
@@ -165,6 +171,13 @@ pub(crate) fn global() -> &'static Registry {
 /// async-signal-safe: never call it from inside a signal handler. A temp that is being renamed
 /// into place at that moment is left to its writer; a writer whose temp was removed fails its
 /// publish with `ErrorKind::Interrupted` instead of renaming.
+///
+/// # After `fork`
+/// A child process inherits a copy of the registry, listing the parent's temps. Each entry
+/// records the process id that created it, and this function removes only the calling
+/// process's own, so a child never deletes a temp its parent is still writing. The registry sits
+/// behind a mutex: in a child forked from a multi-threaded parent, call this only if no other
+/// thread could have been inside this crate at the fork (the copied mutex may be held forever).
 pub fn remove_live_temps() -> usize {
     global().remove_live_with(|path, kind| {
         // Best effort: the temp may already be gone, and this runs on the way out.

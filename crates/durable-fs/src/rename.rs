@@ -1,6 +1,5 @@
 //! Renames made durable: replace, no-clobber publish, and exchange.
 
-use std::cell::Cell;
 use std::io;
 use std::path::Path;
 
@@ -13,7 +12,7 @@ use crate::sys;
 /// What a no-clobber publish found.
 #[must_use = "AlreadyExisted means another writer won: use its entry, and remove your own source"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Published {
+pub enum PublishOutcome {
     /// The source now sits at the target, durably.
     Published,
     /// The target already existed and was left alone; the source was not moved.
@@ -35,7 +34,7 @@ pub fn atomic_rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()>
 
 /// Renames `from` to `to` only if `to` does not exist, then fsyncs the parents.
 ///
-/// Losing the race is an answer, not an error: [`Published::AlreadyExisted`] says that `to`
+/// Losing the race is an answer, not an error: [`PublishOutcome::AlreadyExisted`] says that `to`
 /// existed, and `from` is left where it was.
 ///
 /// - First `renameat2(RENAME_NOREPLACE)` (ext4 since Linux 3.15, btrfs and tmpfs 3.17, xfs 4.0,
@@ -47,15 +46,15 @@ pub fn atomic_rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()>
 ///   directory: `ENOTEMPTY` or `EEXIST` mean the target existed. In this fallback an existing
 ///   *empty* directory at `to` is replaced.
 /// - After a publish, the parents are fsynced as in [`atomic_rename`].
-pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<Published> {
+pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<PublishOutcome> {
     let (from, to) = (from.as_ref(), to.as_ref());
-    if !FORCE_FALLBACK.with(Cell::get) {
+    if !crate::seams::rename_flags_unsupported() {
         match rustix::fs::renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
             Ok(()) => {
                 fsync_parents(from, to)?;
-                return Ok(Published::Published);
+                return Ok(PublishOutcome::Published);
             }
-            Err(Errno::EXIST) => return Ok(Published::AlreadyExisted),
+            Err(Errno::EXIST) => return Ok(PublishOutcome::AlreadyExisted),
             Err(e) if sys::is_unsupported_flag(e) => {}
             Err(e) => return Err(Error::two("rename without replacing", from, to, e)),
         }
@@ -64,20 +63,20 @@ pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<
     if meta.is_dir() {
         match rustix::fs::renameat(CWD, from, CWD, to) {
             Ok(()) => {}
-            Err(Errno::NOTEMPTY | Errno::EXIST) => return Ok(Published::AlreadyExisted),
+            Err(Errno::NOTEMPTY | Errno::EXIST) => return Ok(PublishOutcome::AlreadyExisted),
             Err(e) => return Err(Error::two("rename directory", from, to, e)),
         }
     } else {
         match rustix::fs::linkat(CWD, from, CWD, to, AtFlags::empty()) {
             Ok(()) => {}
-            Err(Errno::EXIST) => return Ok(Published::AlreadyExisted),
+            Err(Errno::EXIST) => return Ok(PublishOutcome::AlreadyExisted),
             Err(e) => return Err(Error::two("link", from, to, e)),
         }
         rustix::fs::unlinkat(CWD, from, AtFlags::empty())
             .map_err(|e| Error::new("unlink", from, e))?;
     }
     fsync_parents(from, to)?;
-    Ok(Published::Published)
+    Ok(PublishOutcome::Published)
 }
 
 /// Swaps `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`), then fsyncs both parents.
@@ -86,7 +85,7 @@ pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<
 /// error's kind is `ErrorKind::Unsupported` and nothing moved.
 pub fn exchange(a: impl AsRef<Path>, b: impl AsRef<Path>) -> Result<()> {
     let (a, b) = (a.as_ref(), b.as_ref());
-    let result = if FORCE_FALLBACK.with(Cell::get) {
+    let result = if crate::seams::rename_flags_unsupported() {
         Err(Errno::INVAL)
     } else {
         rustix::fs::renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE)
@@ -113,23 +112,4 @@ fn fsync_parents(from: &Path, to: &Path) -> Result<()> {
         sys::fsync_dir_path(&pf)?;
     }
     Ok(())
-}
-
-thread_local! {
-    static FORCE_FALLBACK: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Test seam: runs `f` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE` treated as unsupported on
-/// this thread, as on NFS, so the `linkat`/plain-rename fallbacks and the staged-commit
-/// fallback can be tested on any filesystem.
-#[doc(hidden)]
-pub fn with_rename_flags_unsupported<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            FORCE_FALLBACK.with(|c| c.set(self.0));
-        }
-    }
-    let _reset = Reset(FORCE_FALLBACK.with(|c| c.replace(true)));
-    f()
 }

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FlockOperation, Mode, CWD};
 
 use crate::error::{Error, Result};
-use crate::fsync::fsync_dir;
+use crate::fsync::fsync_tree;
 use crate::registry::{self, TempKind};
-use crate::rename::{exchange, rename_noreplace, Published};
+use crate::rename::{exchange, rename_noreplace, PublishOutcome};
 use crate::sys;
 use crate::temp_name::temp_name;
 
@@ -23,13 +23,13 @@ use crate::temp_name::temp_name;
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use durable_fs::{Published, StagingDir};
+/// use durable_fs::{PublishOutcome, StagingDir};
 /// let cache = tempfile::tempdir()?;
 /// let staging = StagingDir::new_in(cache.path())?;
 /// durable_fs::put(staging.path().join("kernel.cubin"), b"cubin")?;
 /// durable_fs::put(staging.path().join("meta.json"), b"{}")?;
 /// let entry = cache.path().join("entry-1");
-/// assert_eq!(staging.commit_noreplace(&entry)?, Published::Published);
+/// assert_eq!(staging.commit_noreplace(&entry)?, PublishOutcome::Published);
 /// assert_eq!(std::fs::read(entry.join("meta.json"))?, b"{}");
 /// # Ok(()) }
 /// ```
@@ -45,7 +45,8 @@ pub struct StagingDir {
 impl StagingDir {
     /// Creates a fresh temp-named directory (mode 0777 less the umask) in `parent`, which must
     /// be on the same filesystem as the targets it will be committed to.
-    pub fn new_in(parent: &Path) -> Result<StagingDir> {
+    pub fn new_in(parent: impl AsRef<Path>) -> Result<StagingDir> {
+        let parent = parent.as_ref();
         let mut last = None;
         for _ in 0..3 {
             let path = parent.join(temp_name("staging"));
@@ -93,21 +94,22 @@ impl StagingDir {
     /// fsyncs the tree, then publishes it at `target` only if nothing is there.
     ///
     /// Uses [`rename_noreplace`] (so an existing non-empty directory is never replaced) and
-    /// fsyncs the parents. On [`Published::AlreadyExisted`] another writer won: the staging
+    /// fsyncs the parents. On [`PublishOutcome::AlreadyExisted`] another writer won: the staging
     /// directory is removed, and the caller should use the winner's entry (on NFS the winner
     /// may be invisible for a while; the caller can keep its own copy by not committing).
-    pub fn commit_noreplace(mut self, target: &Path) -> Result<Published> {
-        fsync_dir(&self.path)?;
+    pub fn commit_noreplace(mut self, target: impl AsRef<Path>) -> Result<PublishOutcome> {
+        let target = target.as_ref();
+        fsync_tree(&self.path)?;
         self.claim()?;
         let published = rename_noreplace(&self.path, target);
         match published {
-            Ok(Published::Published) => {
+            Ok(PublishOutcome::Published) => {
                 self.done = true;
-                Ok(Published::Published)
+                Ok(PublishOutcome::Published)
             }
-            Ok(Published::AlreadyExisted) => {
+            Ok(PublishOutcome::AlreadyExisted) => {
                 self.ticket.abort_publish();
-                Ok(Published::AlreadyExisted)
+                Ok(PublishOutcome::AlreadyExisted)
             }
             Err(e) => {
                 self.ticket.abort_publish();
@@ -127,8 +129,9 @@ impl StagingDir {
     /// renamed aside to a temp name, the new one renamed in, the old one removed. **Between the
     /// two renames a reader finds `target` absent**, and a crash there leaves no `target` and the
     /// old tree under a temp name (which the age sweep removes); treat an absent entry as a miss.
-    pub fn commit_replace(mut self, target: &Path) -> Result<()> {
-        fsync_dir(&self.path)?;
+    pub fn commit_replace(mut self, target: impl AsRef<Path>) -> Result<()> {
+        let target = target.as_ref();
+        fsync_tree(&self.path)?;
         self.claim()?;
         let result = self.replace(target);
         if result.is_ok() {
@@ -151,8 +154,8 @@ impl StagingDir {
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(target) => {
                     match rename_noreplace(&self.path, target)? {
-                        Published::Published => return Ok(()),
-                        Published::AlreadyExisted => continue,
+                        PublishOutcome::Published => return Ok(()),
+                        PublishOutcome::AlreadyExisted => continue,
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {

@@ -38,7 +38,7 @@ fn cleanup_removes_unpublished_temps_and_their_writers_fail() {
     assert!(remove_live_temps() >= 1, "the staging dir is removed");
     assert!(!staging.path().exists(), "gone from disk");
     let err = staging
-        .commit_noreplace(&dir.path().join("entry"))
+        .commit_noreplace(dir.path().join("entry"))
         .expect_err("a reclaimed staging dir is never published");
     // fsync_dir of a removed tree fails first with NotFound; either way nothing is published.
     assert!(

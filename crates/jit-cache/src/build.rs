@@ -19,7 +19,7 @@ use crate::layout::Layout;
 use crate::records::{write_record, FailureInputs, FailureRecord, SlotRecord};
 use crate::spec::{KernelSpec, Source};
 use crate::toolchain::Toolchain;
-use durable_fs::Published;
+use durable_fs::PublishOutcome;
 use fingerprint::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,14 +55,7 @@ pub(crate) fn locked_build(
         &lock_path,
         durable_fs::LockMode::Exclusive,
         durable_fs::Wait::Forever,
-    )?
-    .ok_or_else(|| {
-        Error::io(
-            "lock key",
-            &lock_path,
-            std::io::Error::other("lock not acquired"),
-        )
-    })?;
+    )?;
     // The crash-test harness logs every holder and can break the lock on purpose.
     #[cfg(feature = "failpoints")]
     let _guard = crate::failpoints::KeyLock::acquire(&lock_path, &prepared.key)?;
@@ -194,7 +187,7 @@ pub(crate) fn locked_build(
         // The winner's entry (or ours) is not visible yet, as on NFS with a negative lookup
         // cache: hand out a private copy of what we compiled, which is byte-identical.
         Err(Unusable::Absent)
-            if matches!(published, Published::AlreadyExisted | Published::Published) =>
+            if matches!(published, PublishOutcome::AlreadyExisted | PublishOutcome::Published) =>
         {
             let artifact = private_copy(spec, compiled.artifact_bytes)?;
             let warning = Some(format!(

@@ -341,11 +341,7 @@ impl Cache {
         }
         let lock = layout.lock_file(&prepared.key);
         matches!(
-            durable_fs::lock(
-                &lock,
-                durable_fs::LockMode::Exclusive,
-                durable_fs::Wait::Immediately
-            ),
+            durable_fs::try_lock(&lock, durable_fs::LockMode::Exclusive),
             Ok(None)
         )
     }

@@ -20,7 +20,7 @@
 //!   `skip-lock` (build without the key lock, still logging the acquire and release) and
 //!   `delete-lock-file` (unlink the lock file when releasing it).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use durable_fs::{LockGuard, LockMode, Wait};
 use fingerprint::Digest;
 use std::cell::RefCell;
@@ -109,7 +109,7 @@ pub(crate) fn in_place_dir(dir: PathBuf, mode: u32) -> Result<Option<PathBuf>> {
     if !bug("in-place") {
         return Ok(None);
     }
-    durable_fs::create_dir_all_durable(&dir, mode)?;
+    durable_fs::create_dir_all_durable(&dir, durable_fs::DirMode::from_mode(mode))?;
     Ok(Some(dir))
 }
 
@@ -128,10 +128,7 @@ impl KeyLock {
         let guard = if bug("skip-lock") {
             None
         } else {
-            let guard =
-                durable_fs::lock(path, LockMode::Exclusive, Wait::Forever)?.ok_or_else(|| {
-                    Error::io("lock key", path, std::io::Error::other("lock not acquired"))
-                })?;
+            let guard = durable_fs::lock(path, LockMode::Exclusive, Wait::Forever)?;
             Some(guard)
         };
         let key = key.to_hex();

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use durable_fs::{Published, StagingDir};
+use durable_fs::{PublishOutcome, StagingDir};
 
 use crate::control::Faults;
 use crate::error::Error;
@@ -300,13 +300,13 @@ fn step(
             let result = if replace {
                 staging
                     .commit_replace(&target)
-                    .map(|()| Published::Published)
+                    .map(|()| PublishOutcome::Published)
             } else {
                 staging.commit_noreplace(&target)
             };
             match result {
-                Ok(Published::Published) => ledger.succeeded(&name),
-                Ok(Published::AlreadyExisted) => ledger.abandoned(&name),
+                Ok(PublishOutcome::Published) => ledger.succeeded(&name),
+                Ok(PublishOutcome::AlreadyExisted) => ledger.abandoned(&name),
                 Err(e) => return Err(failed(ledger, &name, mount, totals, &e.into())),
             }
         }

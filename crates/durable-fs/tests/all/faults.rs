@@ -8,7 +8,7 @@ use std::path::Path;
 
 use durable_fs::{
     atomic_rename, create_dir_all_durable, put, put_with, rename_noreplace, temp_name, testing,
-    StagingDir,
+    DirMode, StagingDir,
 };
 use fs_testbed::{run_or_skip, FsKind};
 
@@ -107,7 +107,8 @@ fn read_only_filesystem_fails_cleanly() {
             b"before",
             "target intact"
         );
-        let err = create_dir_all_durable(root.join("d/e"), 0o755).expect_err("mkdir on ro fs");
+        let err = create_dir_all_durable(root.join("d/e"), DirMode::from_mode(0o755))
+            .expect_err("mkdir on ro fs");
         assert_eq!(err.kind(), ErrorKind::ReadOnlyFilesystem);
         let err = StagingDir::new_in(root).expect_err("staging on ro fs");
         assert_eq!(err.kind(), ErrorKind::ReadOnlyFilesystem);
@@ -183,7 +184,7 @@ fn symlink_at_target_is_replaced_not_followed() {
     put(dir.path().join("src"), b"src").expect("put");
     assert_eq!(
         rename_noreplace(dir.path().join("src"), &other).expect("publish"),
-        durable_fs::Published::AlreadyExisted
+        durable_fs::PublishOutcome::AlreadyExisted
     );
     assert_eq!(std::fs::read(&victim).expect("read"), b"precious");
 }
@@ -220,7 +221,7 @@ fn symlink_at_temp_name_is_never_followed() {
 fn create_dir_all_durable_refuses_a_file_in_the_way() {
     let dir = tempfile::tempdir().expect("temp dir");
     put(dir.path().join("file"), b"x").expect("put");
-    let err = create_dir_all_durable(dir.path().join("file/sub"), 0o755)
+    let err = create_dir_all_durable(dir.path().join("file/sub"), DirMode::from_mode(0o755))
         .expect_err("a file where a directory should be");
     assert!(
         matches!(
@@ -229,7 +230,8 @@ fn create_dir_all_durable_refuses_a_file_in_the_way() {
         ),
         "{err}"
     );
-    let err = create_dir_all_durable(dir.path().join("file"), 0o755).expect_err("file itself");
+    let err = create_dir_all_durable(dir.path().join("file"), DirMode::from_mode(0o755))
+        .expect_err("file itself");
     assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
     assert_eq!(
         std::fs::read(dir.path().join("file")).expect("read"),

@@ -5,34 +5,36 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use durable_fs::{lock, lock_file_for_key, LockMode, Wait};
+use durable_fs::{lock, lock_file_for_key, try_lock, LockMode, Wait};
 
 #[test]
 fn timed_wait_gives_up_and_forever_waits_for_release() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("l.lock");
-    let held = lock(&path, LockMode::Exclusive, Wait::Forever)
-        .expect("lock")
-        .expect("granted");
+    let held = lock(&path, LockMode::Exclusive, Wait::Forever).expect("granted");
     assert_eq!(held.mode(), LockMode::Exclusive);
     assert_eq!(held.path(), path);
+    let timed_out = lock(
+        &path,
+        LockMode::Exclusive,
+        Wait::Timeout(Duration::from_millis(30)),
+    )
+    .expect_err("a held lock is not granted within the timeout");
+    assert_eq!(
+        timed_out.kind(),
+        std::io::ErrorKind::TimedOut,
+        "a timeout is an error of its own kind: {timed_out}"
+    );
+    assert_eq!(timed_out.path(), path, "the error names the lock file");
     assert!(
-        lock(
-            &path,
-            LockMode::Exclusive,
-            Wait::Timeout(Duration::from_millis(30))
-        )
-        .expect("try")
-        .is_none(),
-        "a held lock is not granted within the timeout"
+        try_lock(&path, LockMode::Shared).expect("try").is_none(),
+        "try_lock says None while an exclusive holder exists"
     );
     let released = Arc::new(AtomicBool::new(false));
     let waiter = {
         let (path, released) = (path.clone(), released.clone());
         std::thread::spawn(move || {
-            let g = lock(&path, LockMode::Shared, Wait::Forever)
-                .expect("lock")
-                .expect("forever means granted");
+            let g = lock(&path, LockMode::Shared, Wait::Forever).expect("forever means granted");
             assert!(
                 released.load(Ordering::SeqCst),
                 "granted only after the holder let go"
@@ -43,16 +45,13 @@ fn timed_wait_gives_up_and_forever_waits_for_release() {
     released.store(true, Ordering::SeqCst);
     drop(held);
     waiter.join().expect("waiter thread");
-    assert!(
-        lock(
-            &path,
-            LockMode::Exclusive,
-            Wait::Timeout(Duration::from_secs(60))
-        )
-        .expect("lock")
-        .is_some(),
-        "free again after every guard dropped"
-    );
+    let again = lock(
+        &path,
+        LockMode::Exclusive,
+        Wait::Timeout(Duration::from_secs(60)),
+    )
+    .expect("free again after every guard dropped");
+    drop(again);
     assert!(path.exists(), "the lock file stays");
 }
 
@@ -63,7 +62,7 @@ fn lock_refuses_a_symlinked_lock_path() {
     std::fs::write(&victim, b"x").expect("write");
     let link = dir.path().join("l.lock");
     std::os::unix::fs::symlink(&victim, &link).expect("symlink");
-    let err = lock(&link, LockMode::Exclusive, Wait::Immediately).expect_err("O_NOFOLLOW");
+    let err = try_lock(&link, LockMode::Exclusive).expect_err("O_NOFOLLOW");
     assert_eq!(err.op(), "open lock file", "{err}");
 }
 

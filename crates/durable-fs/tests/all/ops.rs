@@ -4,9 +4,9 @@ use std::io::Write;
 use std::path::Path;
 
 use durable_fs::{
-    atomic_rename, create_dir_all_durable, exchange, fsync_dir, fsync_parent, fsync_path, lock,
-    put, put_with, rename_noreplace, sweep, testing, LockMode, Published, StagingDir, SweepPolicy,
-    Wait,
+    atomic_rename, create_dir_all_durable, exchange, fsync_dir, fsync_parent, fsync_path,
+    fsync_tree, lock, put, put_with, rename_noreplace, sweep, testing, try_lock, DirMode, LockMode,
+    PublishOutcome, StagingDir, SweepPolicy, Wait,
 };
 use fs_testbed::{run_or_skip, FsKind};
 
@@ -15,9 +15,11 @@ use crate::common::{names, temps};
 fn exercise_everything(root: &Path, fs: &str) {
     let dir = root.join("work");
     // Durable directory creation, several levels deep, and a no-op when it exists.
-    create_dir_all_durable(dir.join("a/b/c"), 0o755).expect("create nested dirs");
+    create_dir_all_durable(dir.join("a/b/c"), DirMode::from_mode(0o755))
+        .expect("create nested dirs");
     assert!(dir.join("a/b/c").is_dir(), "{fs}: nested dirs exist");
-    create_dir_all_durable(dir.join("a/b/c"), 0o755).expect("existing dir is fine");
+    create_dir_all_durable(dir.join("a/b/c"), DirMode::from_mode(0o755))
+        .expect("existing dir is fine");
 
     // put, overwrite, streaming put.
     let target = dir.join("artifact.bin");
@@ -51,7 +53,14 @@ fn exercise_everything(root: &Path, fs: &str) {
     )
     .expect("make a fifo");
     std::os::unix::fs::symlink("/nonexistent", dir.join("a/b/dangling")).expect("symlink");
-    fsync_dir(&dir).expect("fsync a tree with a fifo and a dangling symlink");
+    fsync_tree(&dir).expect("fsync a tree with a fifo and a dangling symlink");
+    fsync_dir(&dir).expect("fsync one directory");
+    let not_dir = fsync_dir(&target).expect_err("fsync_dir refuses a file");
+    assert_eq!(
+        not_dir.path(),
+        target,
+        "{fs}: the error names the file: {not_dir}"
+    );
     assert_eq!(
         fsync_path(dir.join("a/fifo"))
             .expect_err("fsync_path refuses a fifo")
@@ -78,13 +87,13 @@ fn exercise_everything(root: &Path, fs: &str) {
             put(&src, b"one").expect("put source");
             assert_eq!(
                 rename_noreplace(&src, &dst).expect("publish"),
-                Published::Published
+                PublishOutcome::Published
             );
             assert!(!src.exists(), "{fs} {label}: source moved");
             put(&src, b"two").expect("put second source");
             assert_eq!(
                 rename_noreplace(&src, &dst).expect("second publish"),
-                Published::AlreadyExisted,
+                PublishOutcome::AlreadyExisted,
                 "{fs} {label}: the loser learns the target existed"
             );
             assert_eq!(
@@ -104,13 +113,13 @@ fn exercise_everything(root: &Path, fs: &str) {
             put(sd.join("f"), b"f").expect("put in dir");
             assert_eq!(
                 rename_noreplace(&sd, &dd).expect("publish dir"),
-                Published::Published
+                PublishOutcome::Published
             );
             std::fs::create_dir(&sd).expect("mkdir again");
             put(sd.join("g"), b"g").expect("put in dir");
             assert_eq!(
                 rename_noreplace(&sd, &dd).expect("publish dir again"),
-                Published::AlreadyExisted,
+                PublishOutcome::AlreadyExisted,
                 "{fs} {label}: a non-empty directory is never replaced"
             );
             assert!(
@@ -152,14 +161,14 @@ fn exercise_everything(root: &Path, fs: &str) {
     put(staging.path().join("sub/meta.json"), b"{}").expect("stage a nested file");
     assert_eq!(
         staging.commit_noreplace(&entry).expect("commit"),
-        Published::Published
+        PublishOutcome::Published
     );
     let loser = StagingDir::new_in(&dir).expect("staging dir");
     put(loser.path().join("kernel.cubin"), b"v2").expect("stage");
     let loser_path = loser.path().to_path_buf();
     assert_eq!(
         loser.commit_noreplace(&entry).expect("losing commit"),
-        Published::AlreadyExisted
+        PublishOutcome::AlreadyExisted
     );
     assert!(
         !loser_path.exists(),
@@ -231,18 +240,20 @@ fn exercise_everything(root: &Path, fs: &str) {
 
     // Locks: exclusive excludes, shared shares, dropping releases, the file stays.
     let lock_path = dir.join("lock");
-    let held = lock(&lock_path, LockMode::Exclusive, Wait::Immediately)
+    let held = try_lock(&lock_path, LockMode::Exclusive)
         .expect("lock")
         .expect("free lock granted");
     assert!(
-        lock(&lock_path, LockMode::Shared, Wait::Immediately)
+        try_lock(&lock_path, LockMode::Shared)
             .expect("try")
             .is_none(),
         "{fs}: exclusive excludes shared"
     );
     drop(held);
-    let s1 = lock(&lock_path, LockMode::Shared, Wait::Immediately).expect("lock");
-    let s2 = lock(&lock_path, LockMode::Shared, Wait::Immediately).expect("lock");
+    let s1 = try_lock(&lock_path, LockMode::Shared).expect("lock");
+    let s2 = lock(&lock_path, LockMode::Shared, Wait::Forever)
+        .map(Some)
+        .expect("lock");
     assert!(s1.is_some() && s2.is_some(), "{fs}: two shared holders");
     drop((s1, s2));
     assert!(lock_path.exists(), "{fs}: the lock file is never deleted");

@@ -2,6 +2,7 @@
 //! must catch broken durable writes and broken jit-cache publications, sweeps of a correct put
 //! over every crash point, counters and fault injection.
 
+mod batch;
 mod controls;
 mod counters;
 mod durable;

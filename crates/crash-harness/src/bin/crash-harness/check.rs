@@ -88,11 +88,7 @@ fn check_locks(run: &RunDir, v1: &Path, report: &mut CheckReport) -> Result<()> 
     let locks = v1.join("locks");
     for name in names(&locks) {
         let path = locks.join(&name);
-        match durable_fs::lock(
-            &path,
-            durable_fs::LockMode::Exclusive,
-            durable_fs::Wait::Immediately,
-        ) {
+        match durable_fs::try_lock(&path, durable_fs::LockMode::Exclusive) {
             Ok(Some(_guard)) => {}
             Ok(None) => report.stuck_locks.push(format!(
                 "{} is held with every worker dead (open in: {})",

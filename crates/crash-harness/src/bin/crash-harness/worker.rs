@@ -203,9 +203,9 @@ fn commit(worker: &Worker, seq: u64) {
         // commit_noreplace fsyncs the tree, renames it, and fsyncs the parent.
         worker.phase("commit-fsyncing");
         match staging.commit_noreplace(&path)? {
-            durable_fs::Published::Published => Ok(()),
+            durable_fs::PublishOutcome::Published => Ok(()),
             // Names are unique per slot and sequence: nobody else can have published here.
-            durable_fs::Published::AlreadyExisted => {
+            durable_fs::PublishOutcome::AlreadyExisted => {
                 anyhow::bail!("{} already existed", path.display())
             }
         }
