@@ -6,7 +6,7 @@ mod args;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
-use jit_cache::{Built, Cache, CacheOptions, Error, GcPolicy, KernelSpec, Outcome, RootMode};
+use jit_cache::{Answer, Cache, CacheOptions, Error, GcPolicy, KernelSpec, Outcome, RootMode};
 use serde_json::json;
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -171,18 +171,18 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
     let mut rows = Vec::new();
     for (spec, result) in specs.iter().zip(&results) {
         match result {
-            Ok(built) => {
+            Ok(answer) => {
                 if cli.json {
-                    rows.push(built_json(spec, built));
+                    rows.push(answer_json(spec, answer));
                 } else {
-                    if let Some(w) = &built.warning {
+                    if let Some(w) = &answer.warning {
                         eprintln!("jit-cache: warning: {w}");
                     }
                     println!(
                         "{}: {} {}",
                         spec.name,
-                        built.outcome,
-                        built.artifact.path().display()
+                        answer.outcome,
+                        answer.artifact.path().display()
                     );
                 }
             }
@@ -207,8 +207,8 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
     Ok(if code == EXIT_CACHE { EXIT_CACHE } else { code })
 }
 
-fn built_json(spec: &KernelSpec, built: &Built) -> serde_json::Value {
-    let (outcome, reasons) = match &built.outcome {
+fn answer_json(spec: &KernelSpec, answer: &Answer) -> serde_json::Value {
+    let (outcome, reasons) = match &answer.outcome {
         Outcome::Hit => ("hit", Vec::new()),
         Outcome::Built => ("built", Vec::new()),
         Outcome::Rebuilt { reasons } => ("rebuilt", reasons.clone()),
@@ -218,8 +218,8 @@ fn built_json(spec: &KernelSpec, built: &Built) -> serde_json::Value {
         "name": spec.name,
         "outcome": outcome,
         "reasons": reasons,
-        "path": built.artifact.path(),
-        "bytes": built.artifact.bytes().len(),
-        "warning": built.warning,
+        "path": answer.artifact.path(),
+        "bytes": answer.artifact.bytes().len(),
+        "warning": answer.warning,
     })
 }
