@@ -1,10 +1,13 @@
 //! Building many kernels at once, with a bound on parallelism and a progress callback.
 //!
-//! Each kernel goes through [`Cache::get_or_build`], which holds at most one key lock at a time,
-//! so a batch never holds two locks at once and cannot deadlock against another batch.
+//! Each kernel goes through the same path as [`Cache::get_or_build`], which holds at most one key
+//! lock at a time, so a batch never holds two locks at once and cannot deadlock against another
+//! batch. Every spec is resolved once, before any build starts, against the working directory of
+//! that moment. The stat cache is saved once, when the batch ends.
 
-use crate::cache::{Built, Cache};
+use crate::cache::{Answer, Cache};
 use crate::error::Result;
+use crate::request::Request;
 use crate::spec::KernelSpec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -19,7 +22,7 @@ pub struct Progress<'a> {
     /// The kernel's spec.
     pub spec: &'a KernelSpec,
     /// Its result.
-    pub result: &'a Result<Built>,
+    pub result: &'a Result<Answer>,
 }
 
 impl Cache {
@@ -31,10 +34,35 @@ impl Cache {
         specs: &[KernelSpec],
         parallelism: Option<usize>,
         progress: &(dyn Fn(Progress<'_>) + Sync),
-    ) -> Vec<Result<Built>> {
+    ) -> Vec<Result<Answer>> {
+        let requests: Vec<Result<Request>> = specs.iter().map(Request::resolve).collect();
+        let answer = |i: usize| match &requests[i] {
+            Ok(request) => self.answer(request),
+            Err(e) => Err(crate::error::Error::InvalidSpec {
+                name: specs[i].name.clone(),
+                reason: e.to_string(),
+            }),
+        };
+        self.batch_depth
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let results = self.build_resolved(specs, &requests, &answer, parallelism, progress);
+        self.batch_depth
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.save_stat_cache();
+        results
+    }
+
+    fn build_resolved(
+        &self,
+        specs: &[KernelSpec],
+        requests: &[Result<Request>],
+        answer: &(dyn Fn(usize) -> Result<Answer> + Sync),
+        parallelism: Option<usize>,
+        progress: &(dyn Fn(Progress<'_>) + Sync),
+    ) -> Vec<Result<Answer>> {
         if specs.len() == 1 {
             // One kernel: no thread to start (a CLI hit is a few milliseconds in all).
-            let result = self.get_or_build(&specs[0]);
+            let result = answer(0);
             progress(Progress {
                 done: 1,
                 total: 1,
@@ -55,14 +83,17 @@ impl Cache {
         // Kernels another process is compiling right now are put off until the rest are done, so
         // that processes asking for the same batch spread over it instead of queueing in step.
         let deferred: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-        let results: Mutex<Vec<Option<Result<Built>>>> =
+        let results: Mutex<Vec<Option<Result<Answer>>>> =
             Mutex::new((0..specs.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let i = if i < specs.len() {
-                        if specs.len() > 1 && self.key_is_being_built(&specs[i]) {
+                        let busy = requests[i]
+                            .as_ref()
+                            .is_ok_and(|r| self.key_is_being_built(r));
+                        if busy {
                             deferred.lock().unwrap_or_else(|p| p.into_inner()).push(i);
                             continue;
                         }
@@ -74,7 +105,7 @@ impl Cache {
                         }
                     };
                     let spec = &specs[i];
-                    let result = self.get_or_build(spec);
+                    let result = answer(i);
                     let finished = done.fetch_add(1, Ordering::SeqCst) + 1;
                     progress(Progress {
                         done: finished,
@@ -92,7 +123,9 @@ impl Cache {
             .into_iter()
             .map(|r| {
                 r.unwrap_or_else(|| {
-                    Err(crate::error::Error::Compiler("batch worker stopped".into()))
+                    Err(crate::error::Error::Toolchain(
+                        "batch worker stopped".into(),
+                    ))
                 })
             })
             .collect()

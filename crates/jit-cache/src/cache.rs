@@ -1,18 +1,27 @@
-//! The cache handle and its read path: `get_or_build`, `explain`, and the in-process memo.
+//! The cache handle: opening a root, and answering a request (`get_or_build`, `explain`).
+//!
+//! A request is resolved once (`request.rs`): its paths against the working directory of that
+//! moment, its search path out of the flags. Everything after uses the resolved request: the
+//! in-process memo is keyed by it, and threads share one flight only for an identical request
+//! (the same key *and* the same search path), so two trees whose sources are identical never
+//! receive each other's artifact.
 
-use crate::entry::{self, Artifact, Meta, Unusable};
+use crate::entry::Artifact;
 use crate::error::{CompileFailed, Error, Result};
-use crate::headers::{self, HeaderRecord, Mismatch};
+use crate::headers::{self, AbsenceGroup, HeaderRecord, Inputs, Mismatch};
 use crate::key::{self, Prepared};
 use crate::layout::{Layout, RootMode};
-use crate::records::{read_record, FailureInputs, FailureRecord, SlotRecord};
+use crate::memo::Memos;
+use crate::publish::Built;
+use crate::request::Request;
+use crate::search::SearchPath;
 use crate::single_flight::SingleFlight;
 use crate::spec::KernelSpec;
-use crate::toolchain::Toolchain;
+use crate::toolchain::{HostCompiler, Toolchain};
 use fingerprint::{Digest, StatCache};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// How a request was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,18 +49,19 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-/// The answer to `get_or_build`.
+/// The answer to a request: the artifact, whether it was a hit or a build, and any warning.
 #[derive(Debug, Clone)]
-pub struct Built {
+pub struct Answer {
     /// The compiled kernel, pinned while held.
     pub artifact: Artifact,
     /// Hit, built or rebuilt with reasons.
     pub outcome: Outcome,
-    /// Set when the cache could not be used (full, read-only, failing): the artifact was then
-    /// compiled in a private directory and is not cached. Says why.
+    /// Set when the artifact is not cached: the cache could not be used (full, read-only,
+    /// failing), or an input changed while it compiled. The artifact was then compiled in a
+    /// private directory. Says why.
     pub warning: Option<String>,
-    /// The entry's recorded headers, validated (or recorded) by this process: what the memo keeps.
-    pub(crate) headers: Option<Arc<[HeaderRecord]>>,
+    /// The entry's inputs as validated (or recorded) by this process: what the memo keeps.
+    pub(crate) inputs: Option<Arc<Inputs>>,
 }
 
 /// Options for [`Cache::open_with`].
@@ -90,7 +100,8 @@ impl CacheOptions {
     }
 }
 
-type FlightResult = std::result::Result<Built, Arc<Error>>;
+/// What one flight hands to every thread that asked for the same request.
+pub(crate) type FlightResult = std::result::Result<Built, Arc<Error>>;
 
 /// A kernel cache rooted at one directory. Cheap to share between threads (`&Cache` or `Arc`).
 pub struct Cache {
@@ -98,30 +109,13 @@ pub struct Cache {
     pub(crate) root: PathBuf,
     pub(crate) options: CacheOptions,
     toolchain: OnceLock<std::result::Result<Arc<Toolchain>, String>>,
+    hosts: Mutex<HashMap<PathBuf, Arc<HostCompiler>>>,
     stat: OnceLock<Mutex<StatCache>>,
     confirmed: Mutex<HashSet<(PathBuf, Digest)>>,
-    memo: Mutex<HashMap<Digest, Memo>>,
-    requests: Mutex<HashMap<KernelSpec, RequestMemo>>,
-    flights: SingleFlight<Digest, FlightResult>,
-}
-
-/// What this process remembers of an entry: its bytes and project headers, never a pin (a
-/// remembered entry stays evictable; a memo hit re-pins it). Toolkit and system headers were
-/// validated when the entry was first seen by this process and are not checked again.
-#[derive(Clone)]
-struct Memo {
-    project_headers: Arc<[HeaderRecord]>,
-    bytes: Arc<[u8]>,
-    path: PathBuf,
-    kind: nvcc::OutputKind,
-    /// The same check precomputed for one search path, when every header had a settled stamp.
-    fast: Option<Arc<headers::FastCheck>>,
-}
-
-/// A request seen before in this process, with what its key depended on beyond the spec itself.
-struct RequestMemo {
-    prepared: Arc<Prepared>,
-    env: Vec<Option<std::ffi::OsString>>,
+    pub(crate) memos: Memos,
+    flights: SingleFlight<(Digest, SearchPath), FlightResult>,
+    /// Builds of a batch in progress: the stat cache is then saved once, at the batch's end.
+    pub(crate) batch_depth: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Cache {
@@ -137,7 +131,7 @@ impl Cache {
     ///
     /// A root owned by another user, writable by others, or reached through a symlink is refused
     /// with an error that says why. A root that exists but cannot be written (read-only, full)
-    /// still opens: every build then compiles privately and says so in [`Built::warning`].
+    /// still opens: every build then compiles privately and says so in [`Answer::warning`].
     pub fn open(root: impl AsRef<Path>) -> Result<Cache> {
         Cache::open_with(root, CacheOptions::default())
     }
@@ -165,11 +159,12 @@ impl Cache {
             root,
             options,
             toolchain: OnceLock::new(),
+            hosts: Mutex::new(HashMap::new()),
             stat: OnceLock::new(),
             confirmed: Mutex::new(HashSet::new()),
-            memo: Mutex::new(HashMap::new()),
-            requests: Mutex::new(HashMap::new()),
+            memos: Memos::default(),
             flights: SingleFlight::new(),
+            batch_depth: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -189,166 +184,137 @@ impl Cache {
                 .map(Arc::new)
                 .map_err(|e| e.to_string())
         });
-        probed.clone().map_err(Error::Compiler)
+        probed.clone().map_err(Error::Toolchain)
     }
 
-    /// The stat cache, loaded on first use: a hit whose headers all match their stamps never
-    /// needs it.
-    pub(crate) fn stat(&self) -> MutexGuard<'_, StatCache> {
+    /// The host compiler a request uses: the one its flags (or `NVCC_CCBIN`) name, else nvcc's
+    /// default.
+    fn host(&self, toolchain: &Toolchain, ccbin: Option<&Path>) -> Arc<HostCompiler> {
+        let Some(ccbin) = ccbin else {
+            return Arc::clone(&toolchain.host);
+        };
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(
+            hosts
+                .entry(ccbin.to_path_buf())
+                .or_insert_with(|| Arc::new(toolchain.host_named(ccbin))),
+        )
+    }
+
+    /// Runs `f` with the stat cache, loaded on first use (a hit whose headers all match their
+    /// stamps never needs it).
+    pub(crate) fn with_stat_cache<T>(&self, f: impl FnOnce(&mut StatCache) -> T) -> T {
         let cell = self.stat.get_or_init(|| {
             Mutex::new(match &self.layout {
                 Ok(layout) => StatCache::load(&stat_cache_file(layout)),
                 Err(_) => StatCache::default(),
             })
         });
-        cell.lock().unwrap_or_else(|p| p.into_inner())
+        f(&mut cell.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Revalidates recorded headers for `search`, hashing through the stat cache only where a
+    /// Revalidates recorded inputs for `search`, hashing through the stat cache only where a
     /// stamp does not settle it.
     pub(crate) fn revalidate(
         &self,
-        records: &[HeaderRecord],
-        search: &headers::SearchPath,
+        headers: &[HeaderRecord],
+        absent: &[AbsenceGroup],
+        search: &SearchPath,
     ) -> std::result::Result<(), Box<Mismatch>> {
         let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
         headers::revalidate(
-            records,
+            headers,
+            absent,
             search,
-            &mut |p: &Path| self.stat().hash_file(p).ok(),
+            &mut |p: &Path| self.with_stat_cache(|s| s.hash_file(p).ok()),
             &mut confirmed,
         )
     }
 
-    pub(crate) fn prepare(&self, spec: &KernelSpec) -> Result<(Arc<Toolchain>, Prepared)> {
-        spec.validate()?;
-        key::check_source_readable(spec)?;
+    /// Computes the key of a resolved request.
+    pub(crate) fn prepare(&self, request: &Request) -> Result<(Arc<Toolchain>, Prepared)> {
+        key::check_source_readable(&request.spec, request.source_path.as_deref())?;
         let toolchain = self.toolchain()?;
-        let prepared = key::prepare(spec, &toolchain, &|p| Ok(self.stat().hash_file(p)?))?;
+        let host = self.host(&toolchain, request.ccbin.as_deref());
+        let prepared = key::prepare(request, &toolchain, &host, &|p| {
+            self.with_stat_cache(|s| Ok(s.hash_file(p)?))
+        })?;
         Ok((toolchain, prepared))
     }
 
     /// Returns the compiled artifact for `spec`: from memory, from the cache, or by compiling it
     /// once however many threads and processes ask at the same time.
     ///
-    /// A failed compile returns [`Error::Compile`] with the compiler's diagnostics, and records the
-    /// failure so that later callers get it at once until an input changes (see [`Cache::retry`]).
-    pub fn get_or_build(&self, spec: &KernelSpec) -> Result<Built> {
-        let (toolchain, prepared) = self.prepare_memoized(spec)?;
-        if let Some(hit) = self.memo_hit(&prepared) {
-            return Ok(hit);
-        }
-        let (result, _role) = self.flights.run(&prepared.key, || {
-            self.lookup_or_build(spec, &toolchain, &prepared)
-                .map_err(Arc::new)
-        });
-        match result {
-            Ok(built) => {
-                if let (None, Some(headers)) = (&built.warning, &built.headers) {
-                    let project_headers: Arc<[HeaderRecord]> = headers
-                        .iter()
-                        .filter(|h| h.is_project_header())
-                        .cloned()
-                        .collect();
-                    let fast =
-                        headers::FastCheck::new(&project_headers, &prepared.search).map(Arc::new);
-                    let memo = Memo {
-                        project_headers,
-                        fast,
-                        bytes: built.artifact.shared_bytes(),
-                        path: built.artifact.path().to_path_buf(),
-                        kind: built.artifact.kind(),
-                    };
-                    self.memo
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(prepared.key, memo);
-                }
-                Ok(built)
-            }
-            Err(shared) => Err(Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)),
-        }
+    /// The spec's relative paths are resolved against the current directory now, once.
+    ///
+    /// A failed compile returns [`Error::Compile`] with the compiler's diagnostics. A failure of
+    /// the source's own is recorded, so that later callers get it at once until an input changes
+    /// (see [`Cache::retry`]); a timeout, a signal or a full disk is never recorded.
+    pub fn get_or_build(&self, spec: &KernelSpec) -> Result<Answer> {
+        let request = Request::resolve(spec)?;
+        self.answer(&request)
     }
 
-    /// `prepare`, skipped for a request seen before whose source content (a `stat` through the
-    /// stat cache) and relevant environment are unchanged. Requests with file or wheel extras are
-    /// always prepared in full.
-    fn prepare_memoized(&self, spec: &KernelSpec) -> Result<(Arc<Toolchain>, Arc<Prepared>)> {
-        let toolchain = self.toolchain()?;
-        let memoizable = spec.extras.iter().all(|e| {
-            matches!(
-                e,
-                crate::spec::Extra::Value { .. } | crate::spec::Extra::Env(_)
-            )
-        });
-        let env_now = || -> Vec<Option<std::ffi::OsString>> {
-            let extra_env = spec.extras.iter().filter_map(|e| match e {
-                crate::spec::Extra::Env(var) => Some(var.as_str()),
-                _ => None,
+    pub(crate) fn answer(&self, request: &Request) -> Result<Answer> {
+        // An input that changes while it is compiled gets one more compile; if it keeps moving,
+        // the caller gets that compile's artifact uncached.
+        let mut fresh = false;
+        loop {
+            let (toolchain, prepared) = self.memos.prepare(self, request, fresh)?;
+            if let Some(hit) = self.memos.hit(self, &prepared) {
+                return Ok(hit);
+            }
+            let flight = (prepared.key, prepared.search.clone());
+            let (result, _role) = self.flights.run(&flight, || {
+                crate::publish::lookup_or_build(self, request, &toolchain, &prepared)
+                    .map_err(Arc::new)
             });
-            nvcc::RELEVANT_ENV
-                .iter()
-                .copied()
-                .chain(extra_env)
-                .map(std::env::var_os)
-                .collect()
-        };
-        if memoizable {
-            let requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(seen) = requests.get(spec) {
-                let source_unchanged = match &seen.prepared.source_path {
-                    None => true,
-                    Some(path) => {
-                        let stamp = seen.prepared.source_stamp;
-                        (stamp.is_some() && headers::StatStamp::of(path) == stamp)
-                            || fingerprint::hash_file(path).ok()
-                                == Some(seen.prepared.source_digest)
-                    }
-                };
-                if source_unchanged && seen.env == env_now() {
-                    return Ok((toolchain, Arc::clone(&seen.prepared)));
+            match result {
+                Ok(Built::Answer(answer)) => {
+                    self.memos.remember(&prepared, &answer);
+                    return Ok(answer);
                 }
+                Ok(Built::Moved { path, bytes }) if !fresh => {
+                    let _ = (path, bytes);
+                    fresh = true;
+                }
+                Ok(Built::Moved { path, bytes }) => {
+                    let artifact = crate::compile::private_copy(request.spec.kind, bytes.to_vec())?;
+                    return Ok(Answer {
+                        artifact,
+                        outcome: Outcome::Built,
+                        warning: Some(format!(
+                            "{} changed while `{}` compiled, twice; its artifact is not cached",
+                            path.display(),
+                            request.spec.name
+                        )),
+                        inputs: None,
+                    });
+                }
+                Err(shared) => return Err(Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)),
             }
         }
-        let (toolchain, prepared) = self.prepare(spec)?;
-        let prepared = Arc::new(prepared);
-        if memoizable {
-            let memo = RequestMemo {
-                prepared: Arc::clone(&prepared),
-                env: env_now(),
-            };
-            self.requests
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(spec.clone(), memo);
-        }
-        Ok((toolchain, prepared))
     }
 
     /// Whether another builder holds the lock of `spec`'s key right now: a batch builds other
     /// kernels first instead of queueing behind it. Only a scheduling hint (it may change at once).
-    pub(crate) fn key_is_being_built(&self, spec: &KernelSpec) -> bool {
-        let (Ok(layout), Ok((_, prepared))) = (&self.layout, self.prepare_memoized(spec)) else {
+    pub(crate) fn key_is_being_built(&self, request: &Request) -> bool {
+        let Ok(layout) = &self.layout else {
             return false;
         };
-        if self
-            .memo
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&prepared.key)
-        {
+        let Ok((_, prepared)) = self.memos.prepare(self, request, false) else {
+            return false;
+        };
+        if self.memos.has_entry(&prepared.key) {
             return false;
         }
-        let lock = layout.lock_file(&prepared.key);
-        matches!(
-            durable_fs::try_lock(&lock, durable_fs::LockMode::Exclusive),
-            Ok(None)
-        )
+        matches!(layout.try_lock_key(&prepared.key), Ok(None))
     }
 
     /// Forgets a recorded compile failure for `spec` and asks again.
-    pub fn retry(&self, spec: &KernelSpec) -> Result<Built> {
-        let (_, prepared) = self.prepare(spec)?;
+    pub fn retry(&self, spec: &KernelSpec) -> Result<Answer> {
+        let request = Request::resolve(spec)?;
+        let (_, prepared) = self.prepare(&request)?;
         if let Ok(layout) = &self.layout {
             let path = layout.failure_file(&prepared.key);
             match std::fs::remove_file(&path) {
@@ -357,241 +323,13 @@ impl Cache {
                 Err(e) => return Err(Error::io("remove failure record", path, e)),
             }
         }
-        self.get_or_build(spec)
-    }
-
-    /// A repeated request in this process: revalidate the headers (a `stat` each) and answer
-    /// from memory.
-    fn memo_hit(&self, prepared: &Prepared) -> Option<Built> {
-        let memo = self
-            .memo
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&prepared.key)
-            .cloned()?;
-        let fast = memo
-            .fast
-            .as_ref()
-            .filter(|f| f.applies_to(&prepared.search));
-        let valid = match fast {
-            Some(fast) if fast.still_valid() => true,
-            _ => self
-                .revalidate(&memo.project_headers, &prepared.search)
-                .is_ok(),
-        };
-        let artifact = if valid {
-            Artifact::repin(memo.bytes, &memo.path, memo.kind)
-        } else {
-            None
-        };
-        let Some(artifact) = artifact else {
-            self.memo
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&prepared.key);
-            return None;
-        };
-        Some(Built {
-            artifact,
-            outcome: Outcome::Hit,
-            warning: None,
-            headers: None,
-        })
-    }
-
-    /// Looks for a valid variant of the key. Returns the hit, plus the entries found corrupt and
-    /// the reasons the other variants did not match.
-    pub(crate) fn lookup(
-        &self,
-        layout: &Layout,
-        prepared: &Prepared,
-        kind: nvcc::OutputKind,
-    ) -> Lookup {
-        let mut lookup = Lookup::default();
-        let key_dir = layout.key_dir(&prepared.key);
-        for variant in entry::list_variants(&key_dir) {
-            let dir = key_dir.join(&variant);
-            let open = match entry::open_entry(&dir, &prepared.key, &variant) {
-                Ok(open) => open,
-                Err(Unusable::Absent) => continue,
-                Err(Unusable::Corrupt(reason)) => {
-                    lookup.corrupt.push((dir, reason));
-                    continue;
-                }
-            };
-            let checked = self.revalidate(&open.meta.headers, &prepared.search);
-            if let Err(mismatch) = checked {
-                lookup.mismatches.push(*mismatch);
-                continue;
-            }
-            match open.load(kind) {
-                Ok((meta, artifact)) => {
-                    lookup.hit = Some((meta, artifact));
-                    return lookup;
-                }
-                Err(Unusable::Absent) => {}
-                Err(Unusable::Corrupt(reason)) => lookup.corrupt.push((dir, reason)),
-            }
-        }
-        lookup
-    }
-
-    /// The miss path, run by one thread per key in this process.
-    fn lookup_or_build(
-        &self,
-        spec: &KernelSpec,
-        toolchain: &Toolchain,
-        prepared: &Prepared,
-    ) -> Result<Built> {
-        let layout = match &self.layout {
-            Ok(layout) => layout,
-            Err(why) => {
-                let warning = format!(
-                    "cache at {} is unusable ({why}); compiled `{}` uncached",
-                    self.root.display(),
-                    spec.name
-                );
-                return crate::build::build_uncached(spec, toolchain, warning);
-            }
-        };
-        let first = self.lookup(layout, prepared, spec.kind);
-        if let Some((meta, artifact)) = first.hit {
-            return Ok(Built {
-                artifact,
-                outcome: Outcome::Hit,
-                warning: None,
-                headers: Some(meta.headers.into()),
-            });
-        }
-        if let Some(failure) = self.recorded_failure(layout, prepared) {
-            return Err(Error::Compile(Arc::new(failure)));
-        }
-        match crate::build::locked_build(self, layout, spec, toolchain, prepared) {
-            Err(e) if e.is_storage() => {
-                let warning = format!(
-                    "cache at {} failed ({e}); compiled `{}` uncached",
-                    self.root.display(),
-                    spec.name
-                );
-                crate::build::build_uncached(spec, toolchain, warning)
-            }
-            other => other,
-        }
-    }
-
-    /// The recorded failure of this key, if what it depended on is unchanged since.
-    pub(crate) fn recorded_failure(
-        &self,
-        layout: &Layout,
-        prepared: &Prepared,
-    ) -> Option<CompileFailed> {
-        let record: FailureRecord = read_record(&layout.failure_file(&prepared.key))?;
-        if record.key != prepared.key {
-            return None;
-        }
-        let unchanged = match &record.inputs {
-            FailureInputs::Headers(headers) => self.revalidate(headers, &prepared.search).is_ok(),
-            FailureInputs::IncludeTrees(digest) => {
-                self.include_trees_snapshot(prepared) == Some(*digest)
-            }
-        };
-        unchanged.then_some(CompileFailed {
-            from_record: true,
-            ..record.failure
-        })
-    }
-
-    /// A digest of the include directories' trees, through the stat cache, for a failure that left
-    /// no dependency file. None when they are too large to snapshot: the failure is then not
-    /// recorded. (The source's own directory is not walked: it may hold anything, the cache
-    /// included; a header missing from it is reported by the compiler, and adding it there changes
-    /// nothing we can see cheaply, so such failures recompile once the key's source changes.)
-    pub(crate) fn include_trees_snapshot(&self, prepared: &Prepared) -> Option<Digest> {
-        const MAX_FILES: usize = 20_000;
-        if prepared.search.include_dirs.is_empty() {
-            return None;
-        }
-        let mut text = String::from("jit-cache failure include trees\0");
-        let mut files = 0;
-        let mut stat = self.stat();
-        for dir in &prepared.search.include_dirs {
-            let tree =
-                fingerprint::hash_tree(dir, &fingerprint::TreeOptions::default(), Some(&mut stat))
-                    .ok()?;
-            files += tree.files.len();
-            if files > MAX_FILES {
-                return None;
-            }
-            text.push_str(&tree.digest.to_hex());
-            text.push('\0');
-        }
-        Some(Digest::of_bytes(text.as_bytes()))
-    }
-
-    /// The reasons an earlier variant of this slot does not serve, by diffing its manifest against
-    /// the inputs now. None when the slot has no history.
-    pub(crate) fn rebuild_reasons(
-        &self,
-        layout: &Layout,
-        prepared: &Prepared,
-        lookup: &Lookup,
-    ) -> Option<Vec<String>> {
-        let record: SlotRecord = read_record(&layout.slot_file(&prepared.slot))?;
-        let mut before = record.manifest.clone();
-        for header in &record.headers {
-            before.insert(
-                header.component_name(),
-                fingerprint::Component {
-                    digest: header.digest,
-                    value: None,
-                },
-            );
-        }
-        let mut now = prepared.manifest.clone();
-        {
-            let mut stat = self.stat();
-            for header in &record.headers {
-                let Some(dir) = prepared.search.dir_of(header.base) else {
-                    continue;
-                };
-                if let Ok(digest) = stat.hash_file(&dir.join(&header.rel)) {
-                    now.insert(
-                        header.component_name(),
-                        fingerprint::Component {
-                            digest,
-                            value: None,
-                        },
-                    );
-                }
-            }
-        }
-        let mut reasons: Vec<String> = fingerprint::diff(&before, &now)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        reasons.extend(
-            lookup
-                .mismatches
-                .iter()
-                .filter(|m| matches!(m, Mismatch::Shadowed { .. }))
-                .map(ToString::to_string),
-        );
-        reasons.extend(
-            lookup
-                .corrupt
-                .iter()
-                .map(|(dir, why)| format!("entry {} was unusable: {why}", dir.display())),
-        );
-        if reasons.is_empty() {
-            reasons.push("the earlier entry was evicted or removed".to_string());
-        }
-        reasons.dedup();
-        Some(reasons)
+        self.answer(&request)
     }
 
     /// Says what `get_or_build` would do for `spec`, and why, without compiling.
     pub fn explain(&self, spec: &KernelSpec) -> Result<Explanation> {
-        let (_, prepared) = self.prepare(spec)?;
+        let request = Request::resolve(spec)?;
+        let (_, prepared) = self.prepare(&request)?;
         let layout = self.layout.as_ref().map_err(|why| Error::UnsafeRoot {
             path: self.root.clone(),
             reason: why.clone(),
@@ -617,13 +355,18 @@ impl Cache {
         })
     }
 
-    /// Persists the stat cache when it changed (it saves re-hashing in the next process).
+    /// Persists the stat cache when it changed (it saves re-hashing in the next process), unless
+    /// a batch is running: the batch saves once when it ends.
     pub(crate) fn save_stat_cache(&self) {
+        if self.batch_depth.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return;
+        }
         // Never loaded means never changed.
         let Some(cell) = self.stat.get() else { return };
         if let Ok(layout) = &self.layout {
-            let stat = cell.lock().unwrap_or_else(|p| p.into_inner());
+            let mut stat = cell.lock().unwrap_or_else(|p| p.into_inner());
             if stat.is_dirty() {
+                prune_stat_cache(&mut stat);
                 let _ = stat.save(&stat_cache_file(layout));
             }
         }
@@ -636,18 +379,20 @@ impl Drop for Cache {
     }
 }
 
+/// The most entries the stat cache keeps: past that, entries for files that no longer exist go,
+/// so a cache that sees many generated trees does not grow without bound.
+const STAT_CACHE_MAX: usize = 50_000;
+
+fn prune_stat_cache(stat: &mut StatCache) {
+    if stat.len() > STAT_CACHE_MAX {
+        stat.retain(|path| Path::new(path).exists());
+    }
+}
+
 fn stat_cache_file(layout: &Layout) -> PathBuf {
     layout
         .dir("state")
         .join(format!("statcache-{}.json", crate::toolchain::host_name()))
-}
-
-/// What a lookup found.
-#[derive(Default)]
-pub(crate) struct Lookup {
-    pub(crate) hit: Option<(Meta, Artifact)>,
-    pub(crate) corrupt: Vec<(PathBuf, String)>,
-    pub(crate) mismatches: Vec<Mismatch>,
 }
 
 /// What [`Cache::explain`] found.

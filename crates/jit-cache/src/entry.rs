@@ -6,7 +6,7 @@
 //! mix two entries, and nothing is reached through a symlink.
 
 use crate::error::{Error, Result};
-use crate::headers::HeaderRecord;
+use crate::headers::{AbsenceGroup, HeaderRecord, Inputs};
 use crate::layout::variant_dir_name;
 use fingerprint::{Digest, Manifest};
 use rustix::fd::OwnedFd;
@@ -33,6 +33,9 @@ pub(crate) struct Meta {
     pub(crate) artifact_size: u64,
     pub(crate) artifact_digest: Digest,
     pub(crate) headers: Vec<HeaderRecord>,
+    /// Where the compile looked for a header and found none (a header added there would be read).
+    #[serde(default)]
+    pub(crate) absent: Vec<AbsenceGroup>,
     /// The key's components plus one per header: what `explain` and rebuild reasons diff.
     pub(crate) manifest: Manifest,
     pub(crate) created_unix_ms: u64,
@@ -45,18 +48,49 @@ pub(crate) fn artifact_file_name(kind: nvcc::OutputKind) -> String {
     format!("artifact.{}", kind.extension())
 }
 
-/// The variant's digest: the headers the compile read, by place and content.
-pub(crate) fn variant_of(headers: &[HeaderRecord]) -> Digest {
-    // Place, name, content and absences only: stat stamps are host-specific hints.
-    let mut sorted: Vec<_> = headers
+/// The variant's digest: the headers the compile read, by place and content, and the places
+/// where it found none. Stat stamps are host-specific hints and stay out.
+pub(crate) fn variant_of(inputs: &Inputs) -> Digest {
+    let mut text = b"jit-cache variant 2\0".to_vec();
+    let mut headers: Vec<_> = inputs
+        .headers
         .iter()
-        .map(|h| (h.base, &h.rel, h.digest, &h.absent_in))
+        .map(|h| (h.base, h.rel.as_os_str(), h.digest))
         .collect();
-    sorted.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    let json = serde_json::to_vec(&sorted).unwrap_or_default();
-    let mut text = b"jit-cache variant\0".to_vec();
-    text.extend_from_slice(&json);
+    headers.sort();
+    for (base, rel, digest) in headers {
+        text.extend_from_slice(format!("h {base:?} {} ", digest.to_hex()).as_bytes());
+        text.extend_from_slice(rel.as_encoded_bytes());
+        text.push(0);
+    }
+    let mut absent: Vec<_> = inputs
+        .absent
+        .iter()
+        .flat_map(|g| {
+            g.names
+                .iter()
+                .map(move |n| (g.base, g.dir.as_os_str(), n.as_os_str()))
+        })
+        .collect();
+    absent.sort();
+    for (base, dir, name) in absent {
+        text.extend_from_slice(format!("a {base:?} ").as_bytes());
+        text.extend_from_slice(dir.as_encoded_bytes());
+        text.push(b'/');
+        text.extend_from_slice(name.as_encoded_bytes());
+        text.push(0);
+    }
     Digest::of_bytes(&text)
+}
+
+impl Meta {
+    /// The recorded inputs.
+    pub(crate) fn inputs(&self) -> Inputs {
+        Inputs {
+            headers: self.headers.clone(),
+            absent: self.absent.clone(),
+        }
+    }
 }
 
 /// A compiled kernel, pinned in the cache while any clone of it lives.

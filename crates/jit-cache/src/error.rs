@@ -41,10 +41,12 @@ pub enum Error {
     /// Fingerprinting an input failed (an unreadable source, a FIFO among the headers, ...).
     #[error(transparent)]
     Fingerprint(#[from] fingerprint::Error),
-    /// The compiler could not be found or run.
-    #[error("compiler: {0}")]
-    Compiler(String),
-    /// The kernel failed to compile; the diagnostics are the compiler's.
+    /// The compiler could not be found, identified or run, or it misbehaved (success without
+    /// an output).
+    #[error("toolchain: {0}")]
+    Toolchain(String),
+    /// The kernel failed to compile: the compiler's diagnostics, a timeout or a signal (see
+    /// [`CompileFailed::cause`]).
     #[error("{0}")]
     Compile(Arc<CompileFailed>),
     /// Loading an artifact on a GPU failed (feature `cuda`).
@@ -90,6 +92,33 @@ impl Error {
     }
 }
 
+/// Why a compile failed. Only [`FailureCause::Source`] is the source's fault: only such a
+/// failure is recorded and given to later callers without compiling again.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureCause {
+    /// The compiler rejected the inputs; its diagnostics say why.
+    #[default]
+    Source,
+    /// The compile ran past its timeout and was killed with everything it started.
+    Timeout {
+        /// The timeout, in milliseconds.
+        after_ms: u64,
+    },
+    /// The compiler was killed by a signal (the OOM killer, an operator).
+    Signal {
+        /// The signal number.
+        signal: i32,
+    },
+    /// The compiler could not write its outputs or temporaries (a full, read-only or failing
+    /// disk): the environment's fault, not the source's.
+    Environment {
+        /// The compiler's words for it.
+        reason: String,
+    },
+}
+
 /// A failed compile, as reported to every caller that asked for the kernel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompileFailed {
@@ -106,6 +135,9 @@ pub struct CompileFailed {
     /// True when this failure was answered from the cache's failure record, not a fresh compile.
     #[serde(default)]
     pub from_record: bool,
+    /// Why it failed.
+    #[serde(default)]
+    pub cause: FailureCause,
     /// The headers the failed compile read (from its dependency file, when it wrote one).
     #[serde(skip)]
     pub(crate) headers_read: Option<Vec<PathBuf>>,
@@ -113,9 +145,17 @@ pub struct CompileFailed {
 
 impl std::fmt::Display for CompileFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let code = self
-            .exit_code
-            .map_or("killed".to_string(), |c| format!("exit code {c}"));
+        let code = match (&self.cause, self.exit_code) {
+            (FailureCause::Timeout { after_ms }, _) => {
+                format!("killed after the {} s timeout", *after_ms as f64 / 1000.0)
+            }
+            (FailureCause::Signal { signal }, _) => format!("killed by signal {signal}"),
+            (FailureCause::Environment { reason }, _) => {
+                format!("the environment failed: {reason}")
+            }
+            (_, Some(c)) => format!("exit code {c}"),
+            (_, None) => "killed".to_string(),
+        };
         let recorded = if self.from_record {
             ", recorded earlier; retry to recompile"
         } else {

@@ -5,7 +5,6 @@
 //! directory), so a reader that holds an entry keeps working. The sweep later removes trash that
 //! nobody pins.
 
-use crate::build::failpoint;
 use crate::entry;
 use crate::error::{Error, Result};
 use crate::layout::{open_dir_nofollow, Layout, Subdir};
@@ -171,7 +170,7 @@ pub(crate) fn evict_unless_pinned(
     if !is_expected(&stat) {
         return Ok(Evicted::Replaced);
     }
-    failpoint("evicting");
+    crate::hooks::point("evicting");
     // Readers that opened the directory before this rename and lock it after will see that the
     // path no longer names it, and treat it as a miss.
     rename_to_trash(layout, &parent, name, dir)?;

@@ -5,14 +5,16 @@
 //! Rule: if you change any input to the key, or how one is hashed, bump [`CACHE_FORMAT`].
 
 use crate::error::{Error, Result};
-use crate::headers::{normalize, SearchPath};
+use crate::headers::StatStamp;
+use crate::request::Request;
+use crate::search::SearchPath;
 use crate::spec::{Extra, KernelSpec, Source};
-use crate::toolchain::Toolchain;
+use crate::toolchain::{HostCompiler, Toolchain};
 use fingerprint::{Component, Digest, Manifest};
 use std::path::PathBuf;
 
 /// The version of the key's inputs and of the entry format, mixed into every key.
-pub const CACHE_FORMAT: u32 = 1;
+pub const CACHE_FORMAT: u32 = 2;
 
 /// Flags that make the compiler embed paths in its output: with them, absolute paths join the key.
 const PATH_EMBEDDING_FLAGS: &[&str] = &[
@@ -36,20 +38,20 @@ pub(crate) struct Prepared {
     pub(crate) source_path: Option<PathBuf>,
     /// The source's digest, and its stamp when settled (a repeated request then needs one `stat`).
     pub(crate) source_digest: Digest,
-    pub(crate) source_stamp: Option<crate::headers::StatStamp>,
+    pub(crate) source_stamp: Option<StatStamp>,
+    /// The source's stat tuple when it was hashed, settled or not: a compile that ends with
+    /// another tuple read something else, and is not published under this key.
+    pub(crate) source_hashed_stamp: Option<StatStamp>,
 }
 
-/// The output kind's name as stored and displayed.
-pub(crate) fn kind_name(kind: nvcc::OutputKind) -> String {
-    format!("{kind:?}").to_lowercase()
-}
-
-/// Computes the slot, the key and the key's manifest for a validated spec.
+/// Computes the slot, the key and the key's manifest for a resolved request.
 pub(crate) fn prepare(
-    spec: &KernelSpec,
+    request: &Request,
     toolchain: &Toolchain,
+    host: &HostCompiler,
     hash_extra_file: &dyn Fn(&std::path::Path) -> Result<Digest>,
 ) -> Result<Prepared> {
+    let spec = &request.spec;
     let mut manifest = Manifest::new();
     manifest.insert_value(
         "format",
@@ -58,14 +60,22 @@ pub(crate) fn prepare(
             fingerprint::FORMAT_VERSION
         ),
     );
-    let (source_digest, source_stamp, source_path) = match &spec.source {
-        Source::File(path) => {
-            let path = normalize(path);
-            let (digest, stamp) = crate::headers::hash_direct_with_stamp(&path)?;
-            (digest, stamp, Some(path))
-        }
-        Source::Text { text, .. } => (Digest::of_bytes(text.as_bytes()), None, None),
-    };
+    let (source_digest, source_stamp, source_hashed_stamp) =
+        match (&spec.source, &request.source_path) {
+            (Source::File(_), Some(path)) => {
+                let before = StatStamp::of(path);
+                let (digest, stamp) = crate::headers::hash_direct_with_stamp(path)?;
+                (digest, stamp, before)
+            }
+            (Source::Text { text, .. }, _) => (Digest::of_bytes(text.as_bytes()), None, None),
+            (Source::File(path), None) => {
+                return Err(Error::io(
+                    "resolve kernel source",
+                    path,
+                    std::io::Error::other("not resolved"),
+                ))
+            }
+        };
     manifest.insert(
         format!("source:{}", spec.source_file_name()),
         Component {
@@ -73,18 +83,28 @@ pub(crate) fn prepare(
             value: None,
         },
     );
-    manifest.insert_value("kind", &kind_name(spec.kind));
+    manifest.insert_value("kind", spec.kind.name());
     manifest.insert_list("arch", &spec.arches);
-    manifest.insert_list("flags", &spec.flags);
+    manifest.insert_list("flags", &request.key_flags);
     let defines: Vec<String> = spec
         .defines
         .iter()
         .map(|(n, v)| v.as_ref().map_or_else(|| n.clone(), |v| format!("{n}={v}")))
         .collect();
     manifest.insert_list("defines", &defines);
-    // Include directories enter as the headers found in them (per variant), never as paths; only
-    // their number matters here, since a header's record names its directory by index.
-    manifest.insert_value("include-dirs", &spec.include_dirs.len().to_string());
+    // Search directories enter as the headers found in them (per variant), never as paths; only
+    // their numbers matter here, since a header's record names its directory by index.
+    let user = &request.search;
+    manifest.insert_value(
+        "search-path",
+        &format!(
+            "{} -iquote, {} -I, {} -isystem, {} -include",
+            user.quote.len(),
+            user.include.len(),
+            user.system.len(),
+            user.forced.len()
+        ),
+    );
     manifest.insert(
         "toolchain:nvcc",
         Component {
@@ -92,7 +112,7 @@ pub(crate) fn prepare(
             value: Some(toolchain.version.clone()),
         },
     );
-    manifest.insert_value("toolchain:host-compiler", &toolchain.host_compiler);
+    manifest.insert_value("toolchain:host-compiler", &host.identity);
     for var in nvcc::RELEVANT_ENV {
         manifest.insert_env(var);
     }
@@ -122,37 +142,46 @@ pub(crate) fn prepare(
             }
         }
     }
-    let include_dirs: Vec<PathBuf> = spec.include_dirs.iter().map(|d| normalize(d)).collect();
     if spec
         .flags
         .iter()
         .any(|f| PATH_EMBEDDING_FLAGS.contains(&f.as_str()))
     {
         // Debug information embeds absolute paths: a relocated tree must not share the artifact.
-        let mut paths: Vec<String> = source_path
+        let mut paths: Vec<String> = request
+            .source_path
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        paths.extend(include_dirs.iter().map(|d| d.display().to_string()));
+        for dir in user.quote.iter().chain(&user.include).chain(&user.system) {
+            paths.push(dir.display().to_string());
+        }
+        paths.push(request.working_dir.display().to_string());
         manifest.insert_list("paths", &paths);
     }
     let key = manifest.digest();
     let slot = slot_of(spec);
     let search = SearchPath {
-        source_dir: source_path
+        working_dir: request.working_dir.clone(),
+        source_dir: request
+            .source_path
             .as_ref()
             .and_then(|p| p.parent().map(PathBuf::from)),
-        include_dirs,
-        toolkit_root: toolchain.toolkit_root.clone(),
+        quote: user.quote.clone(),
+        include: user.include.clone(),
+        system: user.system.clone(),
+        forced: user.forced.clone(),
+        dirs: std::sync::Arc::clone(&host.dirs),
     };
     Ok(Prepared {
         key,
         slot,
         manifest,
         search,
-        source_path,
+        source_path: request.source_path.clone(),
         source_digest,
         source_stamp,
+        source_hashed_stamp,
     })
 }
 
@@ -161,7 +190,7 @@ pub(crate) fn slot_of(spec: &KernelSpec) -> Digest {
     let mut text = format!(
         "jit-cache slot {CACHE_FORMAT}\0{}\0{}",
         spec.name,
-        kind_name(spec.kind)
+        spec.kind.name()
     );
     for arch in &spec.arches {
         text.push('\0');
@@ -171,9 +200,12 @@ pub(crate) fn slot_of(spec: &KernelSpec) -> Digest {
 }
 
 /// Fails early, with the path, when a file source cannot be read at all.
-pub(crate) fn check_source_readable(spec: &KernelSpec) -> Result<()> {
-    if let Source::File(path) = &spec.source {
-        std::fs::metadata(path).map_err(|e| Error::io("read kernel source", path, e))?;
+pub(crate) fn check_source_readable(
+    spec: &KernelSpec,
+    resolved: Option<&std::path::Path>,
+) -> Result<()> {
+    if let (Source::File(given), Some(path)) = (&spec.source, resolved) {
+        std::fs::metadata(path).map_err(|e| Error::io("read kernel source", given, e))?;
     }
     Ok(())
 }

@@ -59,8 +59,8 @@
 #![deny(missing_docs)]
 
 mod batch;
-mod build;
 mod cache;
+mod compile;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod entry;
@@ -69,20 +69,28 @@ mod evict;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 mod headers;
+mod hooks;
+mod inputs;
 mod key;
 mod layout;
+mod lookup;
 mod maintenance;
+mod memo;
+mod publish;
 mod record_text;
 mod records;
+mod request;
+mod scan;
+mod search;
 mod single_flight;
 mod spec;
 mod sync;
 mod toolchain;
 
 pub use batch::Progress;
-pub use cache::{Action, Built, Cache, CacheOptions, Explanation, Outcome};
+pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome};
 pub use entry::Artifact;
-pub use error::{CompileFailed, Error, Result};
+pub use error::{CompileFailed, Error, FailureCause, Result};
 pub use key::CACHE_FORMAT;
 pub use layout::{default_root, RootMode, FORMAT_DIR};
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};

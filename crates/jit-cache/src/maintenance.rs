@@ -226,7 +226,7 @@ impl Cache {
                 .and_then(|k| k.file_name())
                 .and_then(|k| k.to_str())
                 .and_then(|k| k.parse::<Digest>().ok());
-            crate::build::failpoint("verify-found-corrupt");
+            crate::hooks::point("verify-found-corrupt");
             let _guard = match key {
                 Some(key) => Some(layout.lock_key(&key, Wait::Forever)?),
                 None => None,
@@ -406,5 +406,5 @@ pub(crate) fn kind_from_name(name: &str) -> Option<nvcc::OutputKind> {
     use nvcc::OutputKind::*;
     [Cubin, Ptx, Fatbin, Object, SharedLibrary]
         .into_iter()
-        .find(|k| crate::key::kind_name(*k) == name)
+        .find(|k| k.name() == name)
 }

@@ -1,128 +1,226 @@
-//! The compact text form of a [`HeaderRecord`] in `meta.json` and the slot and failure records:
+//! The compact text forms of [`HeaderRecord`] and [`AbsenceGroup`] in `meta.json` and the slot
+//! and failure records:
 //!
 //! ```text
-//! <base> <digest-hex> <stamp|-> <absent|-> <rel>
-//! base:   s (source dir) | i<N> (-I directory N) | t (toolkit) | y (system, rel is absolute)
-//! stamp:  <dev>.<ino>.<size>.<mtime-ns>.<ctime-ns>
-//! absent: comma-separated bases
+//! header:  <base> <digest-hex> <stamp|-> <rel>
+//! absence: <base> <stamp|-> <dir|.> <name> [<name>...]
+//! base:    s (source dir) | w (working dir) | q<N> | i<N> | y<N> (-iquote, -I, -isystem N)
+//!          | a (absolute) | t (toolkit) | o (installed; absolute)
+//! stamp:   <dev>.<ino>.<size>.<mtime-ns>.<ctime-ns>
 //! ```
 //!
-//! `rel` comes last and may contain spaces. One string per header parses several times faster than
-//! an object of five fields, and a hit parses about 200 of them.
+//! Paths are bytes: in `rel`, `dir` and names, `%`, space, control bytes and bytes that are not
+//! UTF-8 are written `%XX`, so a header named `h\xff.cuh` survives the round trip. One string per
+//! record parses several times faster than an object of fields, and a hit parses about 200.
 
-use crate::headers::{Base, HeaderRecord, StatStamp};
+use crate::headers::{AbsenceGroup, HeaderRecord, StatStamp};
+use crate::search::Base;
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::ffi::OsStr;
 use std::fmt::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 fn base_text(base: Base, out: &mut String) {
-    match base {
-        Base::SourceDir => out.push('s'),
-        Base::Include(i) => {
-            let _ = write!(out, "i{i}");
-        }
-        Base::Toolkit => out.push('t'),
-        Base::System => out.push('y'),
-    }
+    let _ = match base {
+        Base::SourceDir => write!(out, "s"),
+        Base::WorkingDir => write!(out, "w"),
+        Base::Quote(i) => write!(out, "q{i}"),
+        Base::Include(i) => write!(out, "i{i}"),
+        Base::System(i) => write!(out, "y{i}"),
+        Base::Absolute => write!(out, "a"),
+        Base::Toolkit => write!(out, "t"),
+        Base::Installed => write!(out, "o"),
+    };
 }
 
 fn parse_base(text: &str) -> Option<Base> {
     match text {
         "s" => Some(Base::SourceDir),
+        "w" => Some(Base::WorkingDir),
+        "a" => Some(Base::Absolute),
         "t" => Some(Base::Toolkit),
-        "y" => Some(Base::System),
-        _ => text.strip_prefix('i')?.parse().ok().map(Base::Include),
+        "o" => Some(Base::Installed),
+        _ => {
+            let (kind, n) = text.split_at_checked(1)?;
+            let n: u32 = n.parse().ok()?;
+            match kind {
+                "q" => Some(Base::Quote(n)),
+                "i" => Some(Base::Include(n)),
+                "y" => Some(Base::System(n)),
+                _ => None,
+            }
+        }
     }
 }
 
-/// Formats a record.
-pub(crate) fn to_text(record: &HeaderRecord) -> String {
-    let mut out = String::with_capacity(96 + record.rel.len());
-    base_text(record.base, &mut out);
-    let _ = write!(out, " {} ", record.digest.to_hex());
-    match record.stamp {
+fn stamp_text(stamp: Option<StatStamp>, out: &mut String) {
+    match stamp {
         Some(StatStamp(dev, ino, size, mtime, ctime)) => {
             let _ = write!(out, "{dev}.{ino}.{size}.{mtime}.{ctime}");
         }
         None => out.push('-'),
     }
-    out.push(' ');
-    if record.absent_in.is_empty() {
-        out.push('-');
+}
+
+fn parse_stamp(text: &str) -> Option<Option<StatStamp>> {
+    if text == "-" {
+        return Some(None);
     }
-    for (n, base) in record.absent_in.iter().enumerate() {
-        if n > 0 {
-            out.push(',');
+    let mut n = text.split('.');
+    let stamp = StatStamp(
+        n.next()?.parse().ok()?,
+        n.next()?.parse().ok()?,
+        n.next()?.parse().ok()?,
+        n.next()?.parse().ok()?,
+        n.next()?.parse().ok()?,
+    );
+    n.next().is_none().then_some(Some(stamp))
+}
+
+/// Writes a path's bytes with `%`, space, control and non-UTF-8 bytes escaped as `%XX`.
+fn escape(path: &Path, out: &mut String) {
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '%' || c == ' ' || c.is_control() {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    let _ = write!(out, "%{b:02X}");
+                }
+            } else {
+                out.push(c);
+            }
         }
-        base_text(*base, &mut out);
+        for b in chunk.invalid() {
+            let _ = write!(out, "%{b:02X}");
+        }
     }
+}
+
+fn unescape(text: &str) -> Option<PathBuf> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    Some(PathBuf::from(OsStr::from_bytes(&bytes)))
+}
+
+/// Formats a header record.
+pub(crate) fn header_to_text(record: &HeaderRecord) -> String {
+    let mut out = String::with_capacity(96 + record.rel.as_os_str().len());
+    base_text(record.base, &mut out);
+    let _ = write!(out, " {} ", record.digest.to_hex());
+    stamp_text(record.stamp, &mut out);
     out.push(' ');
-    out.push_str(&record.rel);
+    escape(&record.rel, &mut out);
     out
 }
 
-/// Parses a record; None when the text is not one (a corrupt or foreign file).
-pub(crate) fn from_text(text: &str) -> Option<HeaderRecord> {
-    let mut parts = text.splitn(5, ' ');
+/// Parses a header record; None when the text is not one (a corrupt or foreign file).
+pub(crate) fn header_from_text(text: &str) -> Option<HeaderRecord> {
+    let mut parts = text.splitn(4, ' ');
     let base = parse_base(parts.next()?)?;
     let digest = parts.next()?.parse().ok()?;
-    let stamp = match parts.next()? {
-        "-" => None,
-        stamp => {
-            let mut n = stamp.split('.');
-            let s = StatStamp(
-                n.next()?.parse().ok()?,
-                n.next()?.parse().ok()?,
-                n.next()?.parse().ok()?,
-                n.next()?.parse().ok()?,
-                n.next()?.parse().ok()?,
-            );
-            if n.next().is_some() {
-                return None;
-            }
-            Some(s)
-        }
-    };
-    let absent_in = match parts.next()? {
-        "-" => Vec::new(),
-        list => list
-            .split(',')
-            .map(parse_base)
-            .collect::<Option<Vec<_>>>()?,
-    };
-    let rel = parts.next()?.to_string();
-    if rel.is_empty() {
+    let stamp = parse_stamp(parts.next()?)?;
+    let rel = parts.next()?;
+    if rel.is_empty() || rel.contains(' ') {
         return None;
     }
     Some(HeaderRecord {
         base,
-        rel,
+        rel: unescape(rel)?,
         digest,
-        absent_in,
         stamp,
     })
 }
 
-impl Serialize for HeaderRecord {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&to_text(self))
+/// Formats an absence group.
+pub(crate) fn absence_to_text(group: &AbsenceGroup) -> String {
+    let mut out = String::with_capacity(64 + 16 * group.names.len());
+    base_text(group.base, &mut out);
+    out.push(' ');
+    stamp_text(group.stamp, &mut out);
+    out.push(' ');
+    if group.dir.as_os_str().is_empty() {
+        out.push('.');
+    } else {
+        escape(&group.dir, &mut out);
     }
+    for name in &group.names {
+        out.push(' ');
+        escape(name, &mut out);
+    }
+    out
 }
 
-impl<'de> Deserialize<'de> for HeaderRecord {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl de::Visitor<'_> for Visitor {
-            type Value = HeaderRecord;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a header record `<base> <digest> <stamp> <absent> <rel>`")
-            }
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<HeaderRecord, E> {
-                from_text(text).ok_or_else(|| E::custom(format!("bad header record `{text}`")))
+/// Parses an absence group; None when the text is not one.
+pub(crate) fn absence_from_text(text: &str) -> Option<AbsenceGroup> {
+    let mut parts = text.split(' ');
+    let base = parse_base(parts.next()?)?;
+    let stamp = parse_stamp(parts.next()?)?;
+    let dir = match parts.next()? {
+        "." => PathBuf::new(),
+        dir => unescape(dir)?,
+    };
+    let names = parts.map(unescape).collect::<Option<Vec<_>>>()?;
+    if names.is_empty() || names.iter().any(|n| n.as_os_str().is_empty()) {
+        return None;
+    }
+    Some(AbsenceGroup {
+        base,
+        dir,
+        names,
+        stamp,
+    })
+}
+
+/// Serde support for a type stored as one string.
+macro_rules! as_text {
+    ($ty:ty, $to:ident, $from:ident, $what:literal) => {
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&$to(self))
             }
         }
-        deserializer.deserialize_str(Visitor)
-    }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Visitor;
+                impl de::Visitor<'_> for Visitor {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str($what)
+                    }
+                    fn visit_str<E: de::Error>(self, text: &str) -> Result<$ty, E> {
+                        $from(text).ok_or_else(|| E::custom(format!("bad record `{text}`")))
+                    }
+                }
+                deserializer.deserialize_str(Visitor)
+            }
+        }
+    };
 }
+
+as_text!(
+    HeaderRecord,
+    header_to_text,
+    header_from_text,
+    "a header record `<base> <digest> <stamp> <rel>`"
+);
+as_text!(
+    AbsenceGroup,
+    absence_to_text,
+    absence_from_text,
+    "an absence record `<base> <stamp> <dir> <name>...`"
+);
 
 #[cfg(test)]
 mod tests {
@@ -130,43 +228,56 @@ mod tests {
     use fingerprint::Digest;
 
     #[test]
-    fn records_round_trip_through_text_including_spaces_in_names() {
+    fn records_round_trip_through_text_including_spaces_and_non_utf8_bytes() {
         let records = [
             HeaderRecord {
                 base: Base::Include(3),
-                rel: "dir with space/tile.cuh".into(),
+                rel: "dir with space/tile%.cuh".into(),
                 digest: Digest::of_bytes(b"a"),
-                absent_in: vec![Base::SourceDir, Base::Include(0)],
                 stamp: Some(StatStamp(1, 2, 3, -4, 5)),
             },
             HeaderRecord {
-                base: Base::System,
-                rel: "/usr/include/x.h".into(),
+                base: Base::SourceDir,
+                rel: PathBuf::from(OsStr::from_bytes(b"../h\xff.cuh")),
                 digest: Digest::of_bytes(b"b"),
-                absent_in: vec![],
+                stamp: None,
+            },
+            HeaderRecord {
+                base: Base::Installed,
+                rel: "/usr/include/x.h".into(),
+                digest: Digest::of_bytes(b"c"),
                 stamp: None,
             },
         ];
         for record in records {
-            assert_eq!(
-                from_text(&to_text(&record)).as_ref(),
-                Some(&record),
-                "{}",
-                to_text(&record)
-            );
+            let text = header_to_text(&record);
+            assert_eq!(header_from_text(&text).as_ref(), Some(&record), "{text}");
         }
+        let group = AbsenceGroup {
+            base: Base::Quote(0),
+            dir: PathBuf::new(),
+            names: vec!["a b.h".into(), PathBuf::from(OsStr::from_bytes(b"c\x01.h"))],
+            stamp: Some(StatStamp(1, 2, 3, 4, 5)),
+        };
+        let text = absence_to_text(&group);
+        assert_eq!(absence_from_text(&text), Some(group), "{text}");
     }
 
     #[test]
     fn malformed_records_are_refused() {
         for bad in [
             "",
-            "q 00 - - x",
-            "s nothex - - x",
-            "s 0000 1.2 - x",
-            &format!("s {} - - ", "0".repeat(64)),
+            "q 00 - x",
+            "s nothex - x",
+            "s 0000 1.2 x",
+            &format!("s {} - ", "0".repeat(64)),
+            &format!("z1 {} - x", "0".repeat(64)),
+            &format!("s {} - x%G1", "0".repeat(64)),
         ] {
-            assert!(from_text(bad).is_none(), "`{bad}` must not parse");
+            assert!(header_from_text(bad).is_none(), "`{bad}` must not parse");
+        }
+        for bad in ["", "s - .", "s - . ", "k - . x"] {
+            assert!(absence_from_text(bad).is_none(), "`{bad}` must not parse");
         }
     }
 }

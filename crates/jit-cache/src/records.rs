@@ -3,7 +3,7 @@
 //! caller). Both are written with `durable_fs::put`: whole or absent, never torn.
 
 use crate::error::{CompileFailed, Result};
-use crate::headers::HeaderRecord;
+use crate::headers::{HeaderRecord, Inputs};
 use fingerprint::{Digest, Manifest};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -18,24 +18,14 @@ pub(crate) struct SlotRecord {
     pub(crate) manifest: Manifest,
 }
 
-/// A key's last compile failure and the snapshot of the inputs it failed with.
+/// A key's last compile failure (the source's fault only) and what it depended on: the headers
+/// and absences of its dependency file, or, when the compiler failed before writing one, of a
+/// walk of the source's includes (so adding the missing header retires the record).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct FailureRecord {
     pub(crate) key: Digest,
-    /// What the failure depended on beyond the key: a change there retires the record.
-    pub(crate) inputs: FailureInputs,
+    pub(crate) inputs: Inputs,
     pub(crate) failure: CompileFailed,
-}
-
-/// What a recorded failure depended on beyond its key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum FailureInputs {
-    /// The headers the failed compile read (it wrote a dependency file), checked like a hit's.
-    Headers(Vec<HeaderRecord>),
-    /// No dependency file (the preprocessor failed, as on a missing header): a digest of the
-    /// include directories' trees, so any new or changed file there retires the record.
-    IncludeTrees(Digest),
 }
 
 /// Reads a JSON record; a missing, unreadable or corrupt one reads as absent, since each record

@@ -5,9 +5,11 @@
 //! id), stored in the cache root's `state/` and rewritten only when it changes.
 
 use crate::error::{Error, Result};
+use crate::search::SystemDirs;
 use fingerprint::{IdentityCache, ToolIdentity};
 use nvcc::Nvcc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The compiler, as it enters keys.
 #[derive(Debug)]
@@ -15,8 +17,20 @@ pub(crate) struct Toolchain {
     pub(crate) nvcc: Nvcc,
     pub(crate) identity: ToolIdentity,
     pub(crate) version: String,
-    pub(crate) host_compiler: String,
+    /// The default host compiler (no `-ccbin` in the flags).
+    pub(crate) host: Arc<HostCompiler>,
     pub(crate) toolkit_root: PathBuf,
+    /// Where the identity cache lives (None for an unusable root: nothing is saved).
+    state_dir: Option<PathBuf>,
+}
+
+/// A host compiler: its identity for keys, and the directories its preprocessor searches last.
+#[derive(Debug)]
+pub(crate) struct HostCompiler {
+    /// `<first line of --version> <digest of the binary>`, or why it could not be identified.
+    pub(crate) identity: String,
+    /// The toolkit's and this compiler's include directories, for the include model.
+    pub(crate) dirs: Arc<SystemDirs>,
 }
 
 impl Toolchain {
@@ -36,9 +50,64 @@ impl Toolchain {
             &["--version"],
             &mut cache,
         )?;
-        let host = nvcc::host_compiler(None);
-        let host_compiler = match find_program(&host) {
-            Some(path) => fingerprint::tool_identity(&path, &[], &["--version"], &mut cache)
+        let toolkit_root = std::fs::canonicalize(nvcc.toolkit_root())
+            .unwrap_or_else(|_| nvcc.toolkit_root().to_path_buf());
+        let host = Arc::new(probe_host(None, &toolkit_root, &mut cache));
+        // The identity cache only saves work; a cache that cannot be written is no error.
+        if let Some(file) = &cache_file {
+            let _ = cache.save_if_changed(file);
+        }
+        let version = release_of(&identity.version).ok_or_else(|| {
+            Error::Toolchain(format!(
+                "no `release X.Y` in {} --version: {}",
+                nvcc.path().display(),
+                identity.version
+            ))
+        })?;
+        Ok(Toolchain {
+            nvcc,
+            identity,
+            version,
+            host,
+            toolkit_root,
+            state_dir: state_dir.map(Path::to_path_buf),
+        })
+    }
+
+    /// The host compiler a `-ccbin` names, identified through the identity cache.
+    pub(crate) fn host_named(&self, ccbin: &Path) -> HostCompiler {
+        let cache_file = self.identity_file();
+        let mut cache = cache_file
+            .as_deref()
+            .map(IdentityCache::load)
+            .unwrap_or_default();
+        let host = probe_host(Some(ccbin), &self.toolkit_root, &mut cache);
+        if let Some(file) = &cache_file {
+            let _ = cache.save_if_changed(file);
+        }
+        host
+    }
+
+    fn identity_file(&self) -> Option<PathBuf> {
+        self.state_dir
+            .as_ref()
+            .map(|d| d.join(format!("identity-{}.json", host_name())))
+    }
+}
+
+/// Identifies a host compiler (`ccbin`, else nvcc's default) and lists its include directories.
+/// A compiler that cannot be run still gets an identity that says so (its compiles will fail with
+/// nvcc's own message), and no installed directories: its headers are then project headers,
+/// checked on every hit, which is slower but never stale.
+fn probe_host(
+    ccbin: Option<&Path>,
+    toolkit_root: &Path,
+    cache: &mut IdentityCache,
+) -> HostCompiler {
+    let host = nvcc::host_compiler(ccbin);
+    let (identity, installed) = match find_program(&host) {
+        Some(path) => {
+            let identity = fingerprint::tool_identity(&path, &[], &["--version"], cache)
                 .map(|id| {
                     format!(
                         "{} {}",
@@ -46,29 +115,54 @@ impl Toolchain {
                         id.digest.short()
                     )
                 })
-                .unwrap_or_else(|e| format!("unknown ({e})")),
-            None => format!("{} not found", host.display()),
-        };
-        // The identity cache only saves work; a cache that cannot be written is no error.
-        if let Some(file) = &cache_file {
-            let _ = cache.save_if_changed(file);
+                .unwrap_or_else(|e| format!("unknown ({e})"));
+            // `-v` lists the search directories on stderr; with `-o /dev/null` stdout is empty,
+            // so the identity cache keeps stderr.
+            let installed = fingerprint::tool_identity(
+                &path,
+                &[],
+                &["-xc++", "-E", "-v", "/dev/null", "-o", "/dev/null"],
+                cache,
+            )
+            .map(|id| installed_dirs(&id.version))
+            .unwrap_or_default();
+            (identity, installed)
         }
-        let version = release_of(&identity.version).ok_or_else(|| {
-            Error::Compiler(format!(
-                "no `release X.Y` in {} --version: {}",
-                nvcc.path().display(),
-                identity.version
-            ))
-        })?;
-        let toolkit_root = crate::headers::normalize(nvcc.toolkit_root());
-        Ok(Toolchain {
-            nvcc,
-            identity,
-            version,
-            host_compiler,
-            toolkit_root,
-        })
+        None => (format!("{} not found", host.display()), Vec::new()),
+    };
+    let include = if toolkit_root.join("targets/x86_64-linux/include").is_dir() {
+        toolkit_root.join("targets/x86_64-linux/include")
+    } else {
+        toolkit_root.join("include")
+    };
+    let cccl = include.join("cccl");
+    HostCompiler {
+        identity,
+        dirs: Arc::new(SystemDirs {
+            toolkit_root: toolkit_root.to_path_buf(),
+            toolkit_system: if cccl.is_dir() {
+                vec![cccl]
+            } else {
+                Vec::new()
+            },
+            toolkit_include: vec![include],
+            installed,
+            forced: vec![PathBuf::from("cuda_runtime.h")],
+        }),
     }
+}
+
+/// The directories between `#include <...> search starts here:` and `End of search list.` in a
+/// GCC `-v` listing, canonical.
+fn installed_dirs(listing: &str) -> Vec<PathBuf> {
+    listing
+        .lines()
+        .skip_while(|l| !l.starts_with("#include <...> search starts here:"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("End of search list."))
+        .map(|l| PathBuf::from(l.trim()))
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .collect()
 }
 
 /// The `X.Y` of nvcc's "Cuda compilation tools, release X.Y, VX.Y.Z" line.

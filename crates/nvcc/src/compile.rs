@@ -212,8 +212,9 @@ fn check_output(output: &Path) -> Result<(), Error> {
 }
 
 fn read_headers(depfile: &Path, base: &Path, source: &Path) -> Result<Vec<PathBuf>, Error> {
-    let text = std::fs::read_to_string(depfile)
-        .map_err(|err| Error::io("read dependency file", depfile, err))?;
+    // Bytes, not a string: header names need not be UTF-8.
+    let text =
+        std::fs::read(depfile).map_err(|err| Error::io("read dependency file", depfile, err))?;
     let prerequisites = parse_depfile(&text).map_err(|source| Error::Depfile {
         path: depfile.to_owned(),
         source,

@@ -1,5 +1,7 @@
 //! Parsing Makefile dependency files as written by `nvcc -MD -MF` and `gcc -MD -MF`.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 /// A dependency file that is not valid Makefile rule syntax.
@@ -15,6 +17,9 @@ pub struct DepfileError {
 /// Returns every prerequisite named in a Makefile dependency file, in order of first appearance,
 /// without duplicates.
 ///
+/// The file is read as bytes: a header whose name is not UTF-8 (`h\xff.cuh`) is returned with
+/// exactly those bytes, since paths on Linux are bytes.
+///
 /// Handles what compilers write: several rules, several targets per rule (`a.o b.d: x.h`), phony
 /// rules with no prerequisites (`-MP`), backslash-newline continuations (also `\r\n`), `\ ` for a
 /// space and `\#` for `#` in names, `$$` for `$`, and `#` comments. Targets are not returned. A
@@ -22,10 +27,10 @@ pub struct DepfileError {
 ///
 /// # Errors
 /// A non-blank logical line with no `:` separating targets from prerequisites.
-pub fn parse_depfile(text: &str) -> Result<Vec<PathBuf>, DepfileError> {
+pub fn parse_depfile(text: impl AsRef<[u8]>) -> Result<Vec<PathBuf>, DepfileError> {
     let mut prerequisites: Vec<PathBuf> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for (line_no, logical) in logical_lines(text) {
+    for (line_no, logical) in logical_lines(text.as_ref()) {
         let words = split_words(&logical);
         let Some(colon) = words.iter().position(|w| matches!(w, Word::Colon)) else {
             if words.is_empty() {
@@ -33,13 +38,16 @@ pub fn parse_depfile(text: &str) -> Result<Vec<PathBuf>, DepfileError> {
             }
             return Err(DepfileError {
                 line: line_no,
-                message: format!("no ':' in rule {:?}", logical.trim()),
+                message: format!(
+                    "no ':' in rule {:?}",
+                    String::from_utf8_lossy(&logical).trim()
+                ),
             });
         };
         for word in &words[colon + 1..] {
             if let Word::Name(name) = word {
                 if seen.insert(name.clone()) {
-                    prerequisites.push(PathBuf::from(name));
+                    prerequisites.push(PathBuf::from(OsString::from_vec(name.clone())));
                 }
             }
         }
@@ -49,23 +57,23 @@ pub fn parse_depfile(text: &str) -> Result<Vec<PathBuf>, DepfileError> {
 
 /// Joins continuation lines and strips comments; yields each logical line with the physical line
 /// number it starts on.
-fn logical_lines(text: &str) -> Vec<(usize, String)> {
+fn logical_lines(text: &[u8]) -> Vec<(usize, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut current = String::new();
+    let mut current = Vec::new();
     let mut start = 1;
-    for (index, raw) in text.split('\n').enumerate() {
-        let raw = raw.strip_suffix('\r').unwrap_or(raw);
+    for (index, raw) in text.split(|&b| b == b'\n').enumerate() {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if current.is_empty() {
             start = index + 1;
         }
         // A line continues when it ends in an odd number of backslashes: an even number is a run
         // of literal backslashes.
-        let trailing = raw.len() - raw.trim_end_matches('\\').len();
+        let trailing = raw.iter().rev().take_while(|&&b| b == b'\\').count();
         if trailing % 2 == 1 {
-            current.push_str(&raw[..raw.len() - 1]);
-            current.push(' ');
+            current.extend_from_slice(&raw[..raw.len() - 1]);
+            current.push(b' ');
         } else {
-            current.push_str(raw);
+            current.extend_from_slice(raw);
             out.push((start, std::mem::take(&mut current)));
         }
     }
@@ -77,47 +85,47 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
 
 #[derive(Debug)]
 enum Word {
-    Name(String),
+    Name(Vec<u8>),
     Colon,
 }
 
 /// Splits one logical line into names and the first target/prerequisite separator.
-fn split_words(line: &str) -> Vec<Word> {
+fn split_words(line: &[u8]) -> Vec<Word> {
     let mut words = Vec::new();
-    let mut name = String::new();
+    let mut name = Vec::new();
     let mut seen_colon = false;
-    let mut chars = line.chars().peekable();
-    let flush = |name: &mut String, words: &mut Vec<Word>| {
+    let mut bytes = line.iter().copied().peekable();
+    let flush = |name: &mut Vec<u8>, words: &mut Vec<Word>| {
         if !name.is_empty() {
             words.push(Word::Name(std::mem::take(name)));
         }
     };
-    while let Some(c) = chars.next() {
+    while let Some(c) = bytes.next() {
         match c {
-            '\\' => match chars.peek() {
-                Some(&next @ (' ' | '\t' | '#' | ':')) => {
+            b'\\' => match bytes.peek() {
+                Some(&next @ (b' ' | b'\t' | b'#' | b':')) => {
                     name.push(next);
-                    chars.next();
+                    bytes.next();
                 }
-                Some('\\') => {
+                Some(b'\\') => {
                     // `\\` before an escaped space is an escaped backslash (gcc writes `\\\ ` for a
                     // name ending in a backslash followed by a space); elsewhere both are literal.
-                    chars.next();
-                    name.push('\\');
-                    if matches!(chars.peek(), Some(' ' | '\t' | '#')) {
+                    bytes.next();
+                    name.push(b'\\');
+                    if matches!(bytes.peek(), Some(b' ' | b'\t' | b'#')) {
                         continue;
                     }
-                    name.push('\\');
+                    name.push(b'\\');
                 }
-                _ => name.push('\\'),
+                _ => name.push(b'\\'),
             },
-            '$' if chars.peek() == Some(&'$') => {
-                chars.next();
-                name.push('$');
+            b'$' if bytes.peek() == Some(&b'$') => {
+                bytes.next();
+                name.push(b'$');
             }
-            '#' => break,
-            ' ' | '\t' => flush(&mut name, &mut words),
-            ':' if !seen_colon && is_separator_colon(chars.peek().copied()) => {
+            b'#' => break,
+            b' ' | b'\t' => flush(&mut name, &mut words),
+            b':' if !seen_colon && is_separator_colon(bytes.peek().copied()) => {
                 flush(&mut name, &mut words);
                 words.push(Word::Colon);
                 seen_colon = true;
@@ -131,8 +139,8 @@ fn split_words(line: &str) -> Vec<Word> {
 
 /// The rule separator is a `:` followed by whitespace or the end of the line; a `:` inside a name
 /// (`C:\x`, `a:b`) is part of the name.
-fn is_separator_colon(next: Option<char>) -> bool {
-    matches!(next, None | Some(' ' | '\t'))
+fn is_separator_colon(next: Option<u8>) -> bool {
+    matches!(next, None | Some(b' ' | b'\t'))
 }
 
 #[cfg(test)]
@@ -177,6 +185,17 @@ mod tests {
             parse_depfile(text).expect("valid depfile"),
             paths(&["k.cu", "user.h", "inc dir/through_include.h", "dev90.h"]),
             "an escaped space stays inside its name",
+        );
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_keep_their_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let headers = parse_depfile(b"k.o: k.cu h\xff.cuh\n").expect("valid depfile");
+        assert_eq!(
+            headers[1].as_os_str().as_bytes(),
+            b"h\xff.cuh",
+            "bytes kept as they are"
         );
     }
 

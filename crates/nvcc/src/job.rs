@@ -33,6 +33,31 @@ impl OutputKind {
         }
     }
 
+    /// The kind's stable name, as stored on disk and shown to people: `cubin`, `ptx`, `fatbin`,
+    /// `object` or `shared-library`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OutputKind::Cubin => "cubin",
+            OutputKind::Ptx => "ptx",
+            OutputKind::Fatbin => "fatbin",
+            OutputKind::Object => "object",
+            OutputKind::SharedLibrary => "shared-library",
+        }
+    }
+
+    /// The kind [`OutputKind::name`] names.
+    pub fn from_name(name: &str) -> Option<OutputKind> {
+        [
+            OutputKind::Cubin,
+            OutputKind::Ptx,
+            OutputKind::Fatbin,
+            OutputKind::Object,
+            OutputKind::SharedLibrary,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+
     /// The nvcc flag that selects this output.
     pub fn flag(&self) -> &'static str {
         match self {

@@ -5,7 +5,7 @@ use crate::support::*;
 use jit_cache::{KernelSpec, Outcome};
 use std::path::{Path, PathBuf};
 
-fn entry_dir(built: &jit_cache::Built) -> PathBuf {
+fn entry_dir(built: &jit_cache::Answer) -> PathBuf {
     built
         .artifact
         .path()

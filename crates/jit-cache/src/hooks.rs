@@ -1,0 +1,104 @@
+//! The crash-test harness's hooks into the build and publication path, in one place. Without the
+//! `failpoints` feature every hook is a no-op the compiler removes, and the key lock is plain
+//! `durable_fs`'s: the production build runs exactly the protocol, nothing else.
+//!
+//! With the feature (see `failpoints.rs`) a hook can kill or pause the process at a named point,
+//! log lock holders, and inject the protocol bugs the harness must catch.
+
+use crate::entry::Meta;
+use crate::error::Result;
+use crate::layout::Layout;
+use fingerprint::Digest;
+use std::path::{Path, PathBuf};
+
+/// The key's lock, held from the re-check through publication.
+#[cfg(not(feature = "failpoints"))]
+pub(crate) type KeyGuard = durable_fs::LockGuard;
+/// The key's lock as the harness sees it (logged, breakable on purpose).
+#[cfg(feature = "failpoints")]
+pub(crate) type KeyGuard = crate::failpoints::KeyLock;
+
+/// Waits for the key's lock.
+pub(crate) fn lock_key(layout: &Layout, key: &Digest) -> Result<KeyGuard> {
+    #[cfg(feature = "failpoints")]
+    return crate::failpoints::KeyLock::acquire(&layout.lock_file(key), key);
+    #[cfg(not(feature = "failpoints"))]
+    layout.lock_key(key, durable_fs::Wait::Forever)
+}
+
+/// A named point in the protocol.
+#[inline]
+pub(crate) fn point(name: &str) {
+    #[cfg(feature = "failpoints")]
+    crate::failpoints::hit(name);
+    #[cfg(not(feature = "failpoints"))]
+    let _ = name;
+}
+
+/// A builder found a corrupt entry under its lock (a correct protocol never leaves one).
+#[inline]
+pub(crate) fn corrupt_found(dir: &Path, why: &str) {
+    #[cfg(feature = "failpoints")]
+    crate::failpoints::corrupt_found(dir, why);
+    #[cfg(not(feature = "failpoints"))]
+    let _ = (dir, why);
+}
+
+/// Where the compiler writes the artifact: the staging directory, or, with the injected bug
+/// `in-place`, straight into the final entry directory.
+pub(crate) fn output_path(
+    layout: &Layout,
+    key: &Digest,
+    artifact_name: &str,
+    staged: PathBuf,
+) -> Result<PathBuf> {
+    #[cfg(feature = "failpoints")]
+    {
+        let entry = layout.entry_dir(key, &crate::entry::variant_of(&Default::default()));
+        if let Some(dir) = crate::failpoints::in_place_dir(entry, layout.dir_mode())? {
+            return Ok(dir.join(artifact_name));
+        }
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = (layout, key, artifact_name);
+    Ok(staged)
+}
+
+/// With the `in-place` bug, writes `meta.json` beside the artifact in place and says so: the
+/// caller then opens that entry instead of publishing.
+pub(crate) fn finished_in_place(output: &Path, meta: &Meta) -> Result<bool> {
+    #[cfg(feature = "failpoints")]
+    if crate::failpoints::bug("in-place") {
+        if let Some(dir) = output.parent() {
+            crate::records::write_record(&dir.join(crate::entry::META_FILE), meta)?;
+            return Ok(true);
+        }
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = (output, meta);
+    Ok(false)
+}
+
+/// With the `meta-first` bug, removes the artifact before the commit (it is written into the
+/// published entry afterwards by [`write_deferred`]).
+pub(crate) fn defer_artifact(output: &Path) -> bool {
+    #[cfg(feature = "failpoints")]
+    if crate::failpoints::bug("meta-first") {
+        return std::fs::remove_file(output).is_ok();
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = output;
+    false
+}
+
+/// The second half of the `meta-first` bug: the artifact arrives after publication.
+pub(crate) fn write_deferred(deferred: bool, path: &Path, bytes: &[u8]) -> Result<()> {
+    #[cfg(feature = "failpoints")]
+    if deferred {
+        std::fs::write(path, bytes)
+            .map_err(|e| crate::error::Error::io("write artifact (meta-first bug)", path, e))?;
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = (deferred, path, bytes);
+    Ok(())
+}

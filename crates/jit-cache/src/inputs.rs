@@ -1,0 +1,481 @@
+//! Recording what a compile depended on, by the compiler's own include rules.
+//!
+//! The dependency file says which files the compile read, not why. To know which files a later
+//! compile would read instead, every file it read (and the source, and the forced includes) is
+//! scanned for include directives, and each directive is resolved again along its real search
+//! chain (`search.rs`): the including file's directory for `"x"`, then `-iquote`, `-I`, the
+//! toolkit, `-isystem`, the installed directories; `#include_next` after the directory that
+//! resolved the current file. A directive is active when the first candidate that the compile
+//! read is found along that chain; every project candidate before it was looked for and absent,
+//! and is recorded as an absence. A candidate before it that exists but was not read (GCC's
+//! `#pragma once` takes byte-identical files for one; or the model and GCC disagree on an order)
+//! is recorded by content: it must stay as it is. Directives that resolve to nothing that was
+//! read were inactive (`#if`) and leave no record.
+//!
+//! Files the compile read that no directive reaches (a macro names them: `#include HEADER`) get
+//! a conservative record: their name is recorded absent in every project directory before the one
+//! that holds them.
+//!
+//! When `since` is given (the compile's start on the kernel's coarse clock), a read file or an
+//! absence directory changed at or after it means an input moved during the compile: the result
+//! must not be published under these records.
+
+use crate::error::{Error, Result};
+use crate::headers::{findable, hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs, StatStamp};
+use crate::scan::{scan, Directive};
+use crate::search::{join, parent_rel, Base, SearchPath};
+use fingerprint::StatCache;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// The most files a walk without a dependency file visits (failure records only).
+const MAX_WALK_FILES: usize = 10_000;
+
+/// A point on the kernel's coarse realtime clock, the one file timestamps are taken from.
+pub(crate) type Instant = (i64, i64);
+
+/// Now, on the clock file timestamps use: a file changed after this call has a ctime at or after
+/// the value returned (it may share the tick of a change made just before).
+pub(crate) fn coarse_now() -> Instant {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    (ts.tv_sec, ts.tv_nsec)
+}
+
+/// What a compile depended on, and whether something moved while it ran.
+#[derive(Debug)]
+pub(crate) struct Recorded {
+    pub(crate) inputs: Inputs,
+    /// A file or directory that changed during the compile: the records may not describe what
+    /// the compiler read.
+    pub(crate) moved: Option<PathBuf>,
+}
+
+/// One file whose directives are resolved.
+#[derive(Debug, Clone)]
+struct Includer {
+    spelled: PathBuf,
+    place: Place,
+    id: Option<(u64, u64)>,
+}
+
+/// Where an including file is, which decides where its quoted includes look first.
+#[derive(Debug, Clone)]
+enum Place {
+    /// The forced includes, searched first in the working directory.
+    Forced,
+    /// A file source: its directory is the source directory.
+    Source,
+    /// A text source compiled from a private copy: its directory holds nothing else.
+    PrivateSource,
+    /// A project file, relative to a base.
+    Project(Base, PathBuf),
+    /// A toolkit or installed file, with its record's base and name.
+    Other(Base, PathBuf),
+}
+
+struct Walk<'a> {
+    search: &'a SearchPath,
+    /// Files read by the compile, by identity; None for a walk without a dependency file.
+    read: Option<HashMap<(u64, u64), usize>>,
+    files: Vec<Includer>,
+    reached: BTreeSet<usize>,
+    absent: BTreeSet<(Base, PathBuf)>,
+    must_stay: BTreeSet<(Base, PathBuf)>,
+    computed: bool,
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    rustix::fs::stat(path).ok().map(|st| (st.st_dev, st.st_ino))
+}
+
+/// The source of a compile, as the include model sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SourceRef<'a> {
+    /// A file, by the path the compiler was given.
+    File(&'a Path),
+    /// Text compiled from a private copy (its directory holds nothing else).
+    Text(&'a [u8]),
+}
+
+/// Records the inputs of a compile of `source` that read `read` (from the dependency file). With
+/// `read` None (the compile failed before writing one), the walk follows the first existing
+/// candidate of every directive through project files: the record of a failure.
+pub(crate) fn record(
+    search: &SearchPath,
+    source: SourceRef<'_>,
+    read: Option<&[PathBuf]>,
+    stat: &mut StatCache,
+    since: Option<Instant>,
+) -> Result<Recorded> {
+    let mut walk = Walk {
+        search,
+        read: read.map(|_| HashMap::new()),
+        files: Vec::new(),
+        reached: BTreeSet::new(),
+        absent: BTreeSet::new(),
+        must_stay: BTreeSet::new(),
+        computed: false,
+    };
+    let source_id = match source {
+        SourceRef::File(path) => identity(path),
+        SourceRef::Text(_) => None,
+    };
+    for path in read.unwrap_or(&[]) {
+        let Some(id) = identity(path) else {
+            // Read by the compile and gone now: it moved.
+            return Ok(Recorded {
+                inputs: Inputs::default(),
+                moved: Some(path.clone()),
+            });
+        };
+        if Some(id) == source_id {
+            continue;
+        }
+        walk.add_file(path, id);
+    }
+    // The forced includes: GCC's implicit `<stdc-predef.h>`, nvcc's own, then the caller's.
+    let mut forced = vec![Directive {
+        quoted: false,
+        next: false,
+        name: b"stdc-predef.h".to_vec(),
+    }];
+    for name in search.dirs.forced.iter().chain(&search.forced) {
+        forced.push(Directive {
+            quoted: true,
+            next: false,
+            name: name.as_os_str().as_bytes().to_vec(),
+        });
+    }
+    let forced_includer = Includer {
+        spelled: search.working_dir.join("<forced>"),
+        place: Place::Forced,
+        id: None,
+    };
+    walk.resolve_all(&forced_includer, &forced);
+    match source {
+        SourceRef::File(path) => {
+            let includer = Includer {
+                spelled: path.to_path_buf(),
+                place: Place::Source,
+                id: source_id,
+            };
+            walk.scan_file(&includer, path)?;
+        }
+        SourceRef::Text(text) => {
+            let includer = Includer {
+                spelled: PathBuf::new(),
+                place: Place::PrivateSource,
+                id: None,
+            };
+            let scanned = scan(text);
+            walk.computed |= scanned.computed;
+            walk.resolve_all(&includer, &scanned.directives);
+        }
+    }
+    let mut next = 0;
+    while next < walk.files.len() {
+        let includer = walk.files[next].clone();
+        next += 1;
+        // Without a dependency file only project files are followed (bounded work).
+        if walk.read.is_none() && matches!(includer.place, Place::Other(..)) {
+            continue;
+        }
+        walk.scan_file(&includer, &includer.spelled)?;
+        if walk.files.len() > MAX_WALK_FILES {
+            return Err(Error::io(
+                "walk includes",
+                &includer.spelled,
+                std::io::Error::other(format!("more than {MAX_WALK_FILES} files")),
+            ));
+        }
+    }
+    if walk.read.is_some() {
+        walk.orphans();
+    }
+    walk.finish(stat, since)
+}
+
+impl Walk<'_> {
+    fn add_file(&mut self, spelled: &Path, id: (u64, u64)) -> usize {
+        if let Some(read) = &self.read {
+            if let Some(&index) = read.get(&id) {
+                return index;
+            }
+        } else if let Some(index) = self.files.iter().position(|f| f.id == Some(id)) {
+            return index;
+        }
+        let (base, rel) = self.search.classify(spelled);
+        let place = if base.is_project() {
+            Place::Project(base, rel)
+        } else {
+            Place::Other(base, rel)
+        };
+        let index = self.files.len();
+        self.files.push(Includer {
+            spelled: spelled.to_path_buf(),
+            place,
+            id: Some(id),
+        });
+        if let Some(read) = &mut self.read {
+            read.insert(id, index);
+        }
+        index
+    }
+
+    fn scan_file(&mut self, includer: &Includer, path: &Path) -> Result<()> {
+        let text = std::fs::read(path).map_err(|e| Error::io("read header", path, e))?;
+        let scanned = scan(&text);
+        self.computed |= scanned.computed;
+        self.resolve_all(includer, &scanned.directives);
+        Ok(())
+    }
+
+    fn resolve_all(&mut self, includer: &Includer, directives: &[Directive]) {
+        for directive in directives {
+            let candidates = self.candidates(includer, directive);
+            self.resolve(&candidates);
+        }
+    }
+
+    /// The paths the compiler tries for `directive` in `includer`, in order, with their place
+    /// when they are in a project directory.
+    fn candidates(
+        &self,
+        includer: &Includer,
+        directive: &Directive,
+    ) -> Vec<(PathBuf, Option<(Base, PathBuf)>)> {
+        let name = Path::new(OsStr::from_bytes(&directive.name));
+        if name.is_absolute() {
+            return vec![(
+                name.to_path_buf(),
+                Some((Base::Absolute, name.to_path_buf())),
+            )];
+        }
+        let chain = self.search.chain(directive.quoted);
+        let mut start = 0;
+        let mut own_dir = directive.quoted;
+        if directive.next {
+            // GCC continues after the directory that resolved the current file; for a file not
+            // found through the chain, `#include_next` is a plain `#include`.
+            if let Some(k) = chain
+                .iter()
+                .position(|c| includer.id.is_some() && identity(&join(c.path, name)) == includer.id)
+            {
+                start = k + 1;
+                own_dir = false;
+            }
+        }
+        let mut out = Vec::with_capacity(chain.len() + 1);
+        if own_dir {
+            match &includer.place {
+                Place::Forced => out.push((
+                    join(&self.search.working_dir, name),
+                    Some((Base::WorkingDir, name.to_path_buf())),
+                )),
+                Place::Source => {
+                    if let Some(dir) = &self.search.source_dir {
+                        out.push((join(dir, name), Some((Base::SourceDir, name.to_path_buf()))));
+                    }
+                }
+                Place::PrivateSource => {}
+                Place::Project(base, rel) => {
+                    let rel = join(&parent_rel(rel), name);
+                    if let Some(path) = self.search.path_of(*base, &rel) {
+                        out.push((path, Some((*base, rel))));
+                    }
+                }
+                Place::Other(..) => {
+                    if let Some(dir) = includer.spelled.parent() {
+                        out.push((join(dir, name), None));
+                    }
+                }
+            }
+        }
+        for dir in &chain[start.min(chain.len())..] {
+            out.push((
+                join(dir.path, name),
+                dir.base.map(|b| (b, name.to_path_buf())),
+            ));
+        }
+        out
+    }
+
+    /// Resolves one directive's candidates against what the compile read (or, without a
+    /// dependency file, against what exists now).
+    fn resolve(&mut self, candidates: &[(PathBuf, Option<(Base, PathBuf)>)]) {
+        let mut absent = Vec::new();
+        let mut present = Vec::new();
+        for (path, place) in candidates {
+            let id = rustix::fs::stat(path).ok().filter(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory
+            });
+            let Some(st) = id else {
+                absent.extend(place.clone());
+                continue;
+            };
+            let id = (st.st_dev, st.st_ino);
+            let read_index = match &self.read {
+                Some(read) => read.get(&id).copied(),
+                None => Some(self.add_file(path, id)),
+            };
+            match read_index {
+                Some(index) => {
+                    self.reached.insert(index);
+                    self.absent.extend(absent);
+                    self.must_stay.extend(present);
+                    return;
+                }
+                None => present.extend(place.clone()),
+            }
+        }
+        // Nothing the compile read: the directive was inactive. Without a dependency file, a
+        // directive that resolves to nothing is the missing header of the failure: every
+        // candidate is recorded absent, so adding it anywhere retires the failure.
+        if self.read.is_none() {
+            self.absent.extend(absent);
+        }
+    }
+
+    /// Files read that no directive reached: their names are recorded absent in every project
+    /// directory before the one holding them.
+    fn orphans(&mut self) {
+        let unreached: Vec<usize> = (0..self.files.len())
+            .filter(|i| !self.reached.contains(i))
+            .collect();
+        for index in unreached {
+            let file = self.files[index].clone();
+            let chain = self.search.chain(true);
+            let canonical = std::fs::canonicalize(&file.spelled).unwrap_or(file.spelled.clone());
+            let found_in = chain.iter().position(|c| match (&file.place, c.base) {
+                (Place::Project(base, _), Some(b)) => b == *base,
+                (Place::Other(..), None) => {
+                    std::fs::canonicalize(c.path).is_ok_and(|d| canonical.starts_with(&d))
+                }
+                _ => false,
+            });
+            let name = match (&file.place, found_in) {
+                (Place::Project(_, rel), _) => rel.clone(),
+                (Place::Other(..), Some(k)) => std::fs::canonicalize(chain[k].path)
+                    .ok()
+                    .and_then(|d| canonical.strip_prefix(d).ok().map(Path::to_path_buf))
+                    .unwrap_or_default(),
+                _ => continue,
+            };
+            if name.as_os_str().is_empty() {
+                continue;
+            }
+            let before = found_in.unwrap_or(chain.len());
+            let mut earlier: Vec<Base> = Vec::new();
+            if let Some(dir) = &self.search.source_dir {
+                if !file.spelled.starts_with(dir) {
+                    earlier.push(Base::SourceDir);
+                }
+            }
+            earlier.extend(chain[..before].iter().filter_map(|c| c.base));
+            for base in earlier {
+                if let Some(path) = self.search.path_of(base, &name) {
+                    if !findable(&path) {
+                        self.absent.insert((base, name.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(self, stat: &mut StatCache, since: Option<Instant>) -> Result<Recorded> {
+        let changed_since = |path: &Path| -> bool {
+            let Some(since) = since else { return false };
+            match rustix::fs::stat(path) {
+                Ok(st) => {
+                    (st.st_ctime, st.st_ctime_nsec as i64) >= since
+                        || (st.st_mtime, st.st_mtime_nsec as i64) >= since
+                }
+                Err(_) => true,
+            }
+        };
+        let mut moved = None;
+        let mut headers = Vec::new();
+        let mut recorded: BTreeSet<(Base, PathBuf)> = BTreeSet::new();
+        let files = self.files.iter().filter_map(|f| match &f.place {
+            Place::Project(base, rel) | Place::Other(base, rel) => {
+                Some((*base, rel.clone(), f.spelled.clone()))
+            }
+            _ => None,
+        });
+        let must_stay = self
+            .must_stay
+            .iter()
+            .filter_map(|(base, rel)| Some((*base, rel.clone(), self.search.path_of(*base, rel)?)));
+        for (base, rel, path) in files.chain(must_stay) {
+            if !recorded.insert((base, rel.clone())) {
+                continue;
+            }
+            if moved.is_none() && changed_since(&path) {
+                moved = Some(path.clone());
+            }
+            let (digest, stamp) = hash_with_stamp(&path, stat)?;
+            headers.push(HeaderRecord {
+                base,
+                rel,
+                digest,
+                stamp,
+            });
+        }
+        let mut groups: BTreeMap<(Base, PathBuf), Vec<PathBuf>> = BTreeMap::new();
+        for (base, rel) in &self.absent {
+            let (dir, name) = self.nearest_existing_dir(*base, rel);
+            groups.entry((*base, dir)).or_default().push(name);
+        }
+        let mut absent = Vec::with_capacity(groups.len());
+        for ((base, dir), names) in groups {
+            let path = self.search.path_of(base, &dir).unwrap_or_default();
+            if moved.is_none() && changed_since(&path) {
+                moved = Some(path.clone());
+            }
+            absent.push(AbsenceGroup {
+                base,
+                stamp: StatStamp::of(&path).filter(StatStamp::settled),
+                dir,
+                names,
+            });
+        }
+        Ok(Recorded {
+            inputs: Inputs { headers, absent },
+            moved,
+        })
+    }
+
+    /// The nearest directory on `rel`'s path (under `base`) that exists, and the rest of `rel`
+    /// below it. Names with `..` are not walked up (a `..` after a symlink is the kernel's to
+    /// resolve): their own directory is used, existing or not.
+    fn nearest_existing_dir(&self, base: Base, rel: &Path) -> (PathBuf, PathBuf) {
+        let plain = rel
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::RootDir));
+        let mut dir = parent_rel(rel);
+        if plain {
+            while !dir.as_os_str().is_empty()
+                && !self.search.path_of(base, &dir).is_some_and(|p| p.is_dir())
+            {
+                dir = parent_rel(&dir);
+            }
+        }
+        let name = rel_below(rel, &dir);
+        (dir, name)
+    }
+}
+
+/// `rel` with its leading `dir/` cut off, byte for byte.
+fn rel_below(rel: &Path, dir: &Path) -> PathBuf {
+    let r = rel.as_os_str().as_bytes();
+    let d = dir.as_os_str().as_bytes();
+    if d.is_empty() {
+        return rel.to_path_buf();
+    }
+    match r.strip_prefix(d).and_then(|rest| rest.strip_prefix(b"/")) {
+        Some(rest) => PathBuf::from(OsStr::from_bytes(rest)),
+        None => rel.to_path_buf(),
+    }
+}

@@ -1,0 +1,141 @@
+//! Looking in the cache: the variants of a key, a recorded failure, and why an earlier variant
+//! no longer serves.
+
+use crate::cache::Cache;
+use crate::entry::{self, Artifact, Meta, Unusable};
+use crate::error::CompileFailed;
+use crate::headers::Mismatch;
+use crate::key::Prepared;
+use crate::layout::Layout;
+use crate::records::{read_record, FailureRecord, SlotRecord};
+use std::path::PathBuf;
+
+/// What a lookup found.
+#[derive(Default)]
+pub(crate) struct Lookup {
+    pub(crate) hit: Option<(Meta, Artifact)>,
+    pub(crate) corrupt: Vec<(PathBuf, String)>,
+    pub(crate) mismatches: Vec<Mismatch>,
+}
+
+impl Cache {
+    /// Looks for a variant of the key whose recorded inputs match the files now. Returns the
+    /// hit, plus the entries found corrupt and the reasons the other variants did not match.
+    pub(crate) fn lookup(
+        &self,
+        layout: &Layout,
+        prepared: &Prepared,
+        kind: nvcc::OutputKind,
+    ) -> Lookup {
+        let mut lookup = Lookup::default();
+        let key_dir = layout.key_dir(&prepared.key);
+        for variant in entry::list_variants(&key_dir) {
+            let dir = key_dir.join(&variant);
+            let open = match entry::open_entry(&dir, &prepared.key, &variant) {
+                Ok(open) => open,
+                Err(Unusable::Absent) => continue,
+                Err(Unusable::Corrupt(reason)) => {
+                    lookup.corrupt.push((dir, reason));
+                    continue;
+                }
+            };
+            let checked = self.revalidate(&open.meta.headers, &open.meta.absent, &prepared.search);
+            if let Err(mismatch) = checked {
+                lookup.mismatches.push(*mismatch);
+                continue;
+            }
+            match open.load(kind) {
+                Ok((meta, artifact)) => {
+                    lookup.hit = Some((meta, artifact));
+                    return lookup;
+                }
+                Err(Unusable::Absent) => {}
+                Err(Unusable::Corrupt(reason)) => lookup.corrupt.push((dir, reason)),
+            }
+        }
+        lookup
+    }
+
+    /// The recorded failure of this key, if what it depended on is unchanged since: one check of
+    /// the recorded headers and absences, as a hit's.
+    pub(crate) fn recorded_failure(
+        &self,
+        layout: &Layout,
+        prepared: &Prepared,
+    ) -> Option<CompileFailed> {
+        let record: FailureRecord = read_record(&layout.failure_file(&prepared.key))?;
+        if record.key != prepared.key {
+            return None;
+        }
+        self.revalidate(
+            &record.inputs.headers,
+            &record.inputs.absent,
+            &prepared.search,
+        )
+        .ok()?;
+        Some(CompileFailed {
+            from_record: true,
+            ..record.failure
+        })
+    }
+
+    /// The reasons an earlier variant of this slot does not serve, by diffing its manifest against
+    /// the inputs now. None when the slot has no history.
+    pub(crate) fn rebuild_reasons(
+        &self,
+        layout: &Layout,
+        prepared: &Prepared,
+        lookup: &Lookup,
+    ) -> Option<Vec<String>> {
+        let record: SlotRecord = read_record(&layout.slot_file(&prepared.slot))?;
+        let mut before = record.manifest.clone();
+        for header in &record.headers {
+            before.insert(
+                header.component_name(),
+                fingerprint::Component {
+                    digest: header.digest,
+                    value: None,
+                },
+            );
+        }
+        let mut now = prepared.manifest.clone();
+        self.with_stat_cache(|stat| {
+            for header in &record.headers {
+                let Some(path) = prepared.search.path_of(header.base, &header.rel) else {
+                    continue;
+                };
+                if let Ok(digest) = stat.hash_file(&path) {
+                    now.insert(
+                        header.component_name(),
+                        fingerprint::Component {
+                            digest,
+                            value: None,
+                        },
+                    );
+                }
+            }
+        });
+        let mut reasons: Vec<String> = fingerprint::diff(&before, &now)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        reasons.extend(
+            lookup
+                .mismatches
+                .iter()
+                .filter(|m| matches!(m, Mismatch::Shadowed { .. }))
+                .map(ToString::to_string),
+        );
+        reasons.extend(
+            lookup
+                .corrupt
+                .iter()
+                .map(|(dir, why)| format!("entry {} was unusable: {why}", dir.display())),
+        );
+        if reasons.is_empty() {
+            reasons.push("the earlier entry was evicted or removed".to_string());
+        }
+        reasons.dedup();
+        Some(reasons)
+    }
+}

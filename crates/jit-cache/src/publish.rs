@@ -1,0 +1,361 @@
+//! The miss path: lock, look again, compile in a staging directory, record what the compile
+//! read, publish with one rename.
+//!
+//! Order (see ARCHITECTURE.md, "Publication protocol"):
+//! 1. take the key's `flock` (one of 256 lock files), held from the re-check through publication;
+//! 2. look again: another process may have published (or failed) while we waited;
+//! 3. compile into a fresh staging directory (a durable-fs temp name the sweep can reclaim);
+//! 4. record the inputs (`inputs.rs`); if the source, a header or a searched directory changed
+//!    since the compile started, publish nothing (the caller compiles once more);
+//! 5. write `meta.json` last, describing the artifact's size and digest;
+//! 6. fsync the staging directory's files and itself, rename it into place without replacing,
+//!    fsync the parent (all inside `durable_fs::StagingDir::commit_noreplace`);
+//! 7. record the slot's manifest, prune old variants, release the lock.
+
+use crate::cache::{Answer, Cache, Outcome};
+use crate::compile::{build_uncached, compile, private_copy, Compiled};
+use crate::entry::{self, Meta, Unusable};
+use crate::error::{CompileFailed, Error, FailureCause, Result};
+use crate::evict::{move_to_trash, prune_variants};
+use crate::headers::{Inputs, StatStamp};
+use crate::hooks;
+use crate::inputs::{record, Instant};
+use crate::key::{self, Prepared};
+use crate::layout::Layout;
+use crate::records::{write_record, FailureRecord, SlotRecord};
+use crate::request::Request;
+use crate::toolchain::Toolchain;
+use durable_fs::PublishOutcome;
+use fingerprint::Digest;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What the miss path produced.
+#[derive(Debug, Clone)]
+pub(crate) enum Built {
+    /// An answer (cached, or uncached with a warning).
+    Answer(Answer),
+    /// An input changed while the kernel compiled: nothing was published; these are the bytes of
+    /// that compile, for a caller that gives up compiling again.
+    Moved { path: PathBuf, bytes: Arc<[u8]> },
+}
+
+/// The miss path, run by one thread per request in this process.
+pub(crate) fn lookup_or_build(
+    cache: &Cache,
+    request: &Request,
+    toolchain: &Toolchain,
+    prepared: &Prepared,
+) -> Result<Built> {
+    let spec = &request.spec;
+    let layout = match &cache.layout {
+        Ok(layout) => layout,
+        Err(why) => {
+            let warning = format!(
+                "cache at {} is unusable ({why}); compiled `{}` uncached",
+                cache.root.display(),
+                spec.name
+            );
+            return build_uncached(request, toolchain, warning).map(Built::Answer);
+        }
+    };
+    let first = cache.lookup(layout, prepared, spec.kind);
+    if let Some((meta, artifact)) = first.hit {
+        return Ok(Built::Answer(Answer {
+            artifact,
+            outcome: Outcome::Hit,
+            warning: None,
+            inputs: Some(Arc::new(meta.inputs())),
+        }));
+    }
+    if let Some(failure) = cache.recorded_failure(layout, prepared) {
+        return Err(Error::Compile(Arc::new(failure)));
+    }
+    let fallback = |reason: String| {
+        let warning = format!(
+            "cache at {} failed ({reason}); compiled `{}` uncached",
+            cache.root.display(),
+            spec.name
+        );
+        build_uncached(request, toolchain, warning).map(Built::Answer)
+    };
+    match locked_build(cache, layout, request, toolchain, prepared) {
+        Err(e) if e.is_storage() => fallback(e.to_string()),
+        // The compiler could not write into the cache's filesystem (full, failing): compile
+        // where it can.
+        Err(Error::Compile(failure))
+            if matches!(failure.cause, FailureCause::Environment { .. }) =>
+        {
+            fallback(failure.to_string())
+        }
+        other => other,
+    }
+}
+
+fn locked_build(
+    cache: &Cache,
+    layout: &Layout,
+    request: &Request,
+    toolchain: &Toolchain,
+    prepared: &Prepared,
+) -> Result<Built> {
+    let spec = &request.spec;
+    let _guard = hooks::lock_key(layout, &prepared.key)?;
+    hooks::point("locked");
+    // Another process may have published, or failed, while we waited for the lock.
+    let lookup = cache.lookup(layout, prepared, spec.kind);
+    if let Some((meta, artifact)) = lookup.hit {
+        return Ok(Built::Answer(Answer {
+            artifact,
+            outcome: Outcome::Hit,
+            warning: None,
+            inputs: Some(Arc::new(meta.inputs())),
+        }));
+    }
+    if let Some(failure) = cache.recorded_failure(layout, prepared) {
+        return Err(Error::Compile(Arc::new(failure)));
+    }
+    let reasons = cache.rebuild_reasons(layout, prepared, &lookup);
+    for (dir, why) in &lookup.corrupt {
+        hooks::corrupt_found(dir, why);
+        move_to_trash(layout, dir)?;
+    }
+
+    let staging = layout.new_staging_dir()?;
+    let scratch = layout.new_staging_dir()?;
+    let artifact_name = entry::artifact_file_name(spec.kind);
+    let output = hooks::output_path(
+        layout,
+        &prepared.key,
+        &artifact_name,
+        staging.path().join(&artifact_name),
+    )?;
+    hooks::point("compiling");
+    let compiled = match compile(request, toolchain, scratch.path(), &output) {
+        Ok(compiled) => compiled,
+        Err((Error::Compile(failure), started)) => {
+            record_failure(cache, layout, request, prepared, &failure, started);
+            return Err(Error::Compile(failure));
+        }
+        Err((e, _)) => return Err(e),
+    };
+    drop(scratch);
+
+    let inputs = match inputs_of(cache, request, prepared, &compiled)? {
+        Ok(inputs) => inputs,
+        Err(path) => {
+            return Ok(Built::Moved {
+                path,
+                bytes: compiled.artifact_bytes.into(),
+            })
+        }
+    };
+    let variant = entry::variant_of(&inputs);
+    let meta = Meta {
+        format: key::CACHE_FORMAT,
+        name: spec.name.clone(),
+        key: prepared.key,
+        variant,
+        slot: prepared.slot,
+        kind: spec.kind.name().to_string(),
+        artifact_file: artifact_name,
+        artifact_size: compiled.artifact_bytes.len() as u64,
+        artifact_digest: Digest::of_bytes(&compiled.artifact_bytes),
+        headers: inputs.headers.clone(),
+        absent: inputs.absent.clone(),
+        // The key's components; headers enter manifests only when two variants are compared.
+        manifest: prepared.manifest.clone(),
+        created_unix_ms: now_ms(),
+        compile_ms: compiled.compile_ms,
+        host: crate::toolchain::host_name(),
+    };
+    hooks::point("writing-meta");
+    write_record(&staging.path().join(entry::META_FILE), &meta)?;
+    if hooks::finished_in_place(&output, &meta)? {
+        return open_published(
+            layout, prepared, spec.kind, &variant, None, compiled, inputs,
+        );
+    }
+
+    let key_dir = layout.key_dir(&prepared.key);
+    layout.ensure_dir(&key_dir)?;
+    let target = layout.entry_dir(&prepared.key, &variant);
+    if std::fs::symlink_metadata(&target).is_ok() {
+        // Under the lock, an existing directory for this variant that the lookup did not accept
+        // is corrupt or planted: move it aside (readers that hold it keep their copy).
+        move_to_trash(layout, &target)?;
+    }
+    hooks::point("publishing");
+    let deferred = hooks::defer_artifact(&output);
+    let published = staging.commit_noreplace(&target)?;
+    hooks::point("published");
+    hooks::write_deferred(
+        deferred,
+        &target.join(&meta.artifact_file),
+        &compiled.artifact_bytes,
+    )?;
+    cache.save_stat_cache();
+    write_record(
+        &layout.slot_file(&prepared.slot),
+        &SlotRecord {
+            name: spec.name.clone(),
+            key: prepared.key,
+            variant,
+            headers: inputs.headers.clone(),
+            manifest: prepared.manifest.clone(),
+        },
+    )?;
+    prune_variants(layout, &key_dir, cache.options.max_variants)?;
+    let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
+    log_event(layout, "build", &spec.name, compiled.compile_ms);
+    let outcome = match reasons {
+        Some(reasons) => Outcome::Rebuilt { reasons },
+        None => Outcome::Built,
+    };
+    let built = open_published(
+        layout,
+        prepared,
+        spec.kind,
+        &variant,
+        Some(published),
+        compiled,
+        inputs,
+    )?;
+    Ok(match built {
+        Built::Answer(answer) => Built::Answer(Answer { outcome, ..answer }),
+        moved => moved,
+    })
+}
+
+/// What the compile depended on, or the first input that changed while it ran.
+fn inputs_of(
+    cache: &Cache,
+    request: &Request,
+    prepared: &Prepared,
+    compiled: &Compiled,
+) -> Result<std::result::Result<Inputs, PathBuf>> {
+    // The source was hashed for the key before the lock wait: a different stat tuple now means
+    // the compiler may have read other bytes than the key says.
+    if let Some(source) = &prepared.source_path {
+        if StatStamp::of(source) != prepared.source_hashed_stamp {
+            return Ok(Err(source.clone()));
+        }
+    }
+    let recorded = cache.with_stat_cache(|stat| {
+        record(
+            &prepared.search,
+            request.source_ref(),
+            Some(&compiled.read),
+            stat,
+            Some(compiled.started),
+        )
+    })?;
+    Ok(match recorded.moved {
+        Some(path) => Err(path),
+        None => Ok(recorded.inputs),
+    })
+}
+
+/// Opens the entry just published and answers with it. When it is not visible (the winner's
+/// entry, or ours, hidden by an NFS client's negative lookup cache), answers with a private copy
+/// of what was compiled, which is the same artifact.
+fn open_published(
+    layout: &Layout,
+    prepared: &Prepared,
+    kind: nvcc::OutputKind,
+    variant: &Digest,
+    published: Option<PublishOutcome>,
+    compiled: Compiled,
+    inputs: Inputs,
+) -> Result<Built> {
+    let target = layout.entry_dir(&prepared.key, variant);
+    let variant_dir = crate::layout::variant_dir_name(variant);
+    let opened = entry::open_entry(&target, &prepared.key, &variant_dir).and_then(|o| o.load(kind));
+    match opened {
+        Ok((_, artifact)) => Ok(Built::Answer(Answer {
+            artifact,
+            outcome: Outcome::Built,
+            warning: None,
+            inputs: Some(Arc::new(inputs)),
+        })),
+        Err(Unusable::Absent) if published.is_some() => {
+            let artifact = private_copy(kind, compiled.artifact_bytes)?;
+            Ok(Built::Answer(Answer {
+                artifact,
+                outcome: Outcome::Built,
+                warning: Some(format!(
+                    "entry {} not visible yet; using a private copy",
+                    target.display()
+                )),
+                inputs: None,
+            }))
+        }
+        Err(Unusable::Absent) => Err(Error::io(
+            "open published entry",
+            &target,
+            std::io::ErrorKind::NotFound.into(),
+        )),
+        Err(Unusable::Corrupt(why)) => Err(Error::io(
+            "open published entry",
+            &target,
+            std::io::Error::other(why),
+        )),
+    }
+}
+
+/// Records a failure of the source's own with what it depended on, so the other waiters and
+/// later callers get its diagnostics at once until an input changes. Timeouts, signals and
+/// environment failures are never recorded, nor a failure whose inputs moved while it compiled.
+/// Best effort: the caller gets the diagnostics either way.
+fn record_failure(
+    cache: &Cache,
+    layout: &Layout,
+    request: &Request,
+    prepared: &Prepared,
+    failure: &CompileFailed,
+    started: Option<Instant>,
+) {
+    if failure.cause != FailureCause::Source {
+        return;
+    }
+    if let Some(source) = &request.source_path {
+        if StatStamp::of(source) != prepared.source_hashed_stamp {
+            return;
+        }
+    }
+    let recorded = cache.with_stat_cache(|stat| {
+        record(
+            &prepared.search,
+            request.source_ref(),
+            failure.headers_read.as_deref(),
+            stat,
+            started,
+        )
+    });
+    let Ok(recorded) = recorded else { return };
+    if recorded.moved.is_some() {
+        return;
+    }
+    let record = FailureRecord {
+        key: prepared.key,
+        inputs: recorded.inputs,
+        failure: failure.clone(),
+    };
+    let _ = write_record(&layout.failure_file(&prepared.key), &record);
+}
+
+/// Appends one line to the event log (builds only; hits are never written).
+fn log_event(layout: &Layout, what: &str, name: &str, ms: u64) {
+    use std::io::Write;
+    if let Ok(mut file) = layout.open_append(crate::layout::Subdir::State, "events.log") {
+        let _ = writeln!(file, "{} {what} {name} {ms}", now_ms());
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
