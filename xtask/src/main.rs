@@ -7,11 +7,14 @@
 //! - `bench <crate>`: side-by-side benchmarks of one crate against its peers.
 //! - `crash-test`: kill -9 fault injection against the cache.
 //! - `gpu-check`: the GPU run (see `gpu_check.rs`).
+//! - `package-check`: `durable-fs`'s `.crate` built and run outside the workspace (also a step
+//!   of `test`).
 
 mod bench;
 mod crash_test;
 mod demo;
 mod gpu_check;
+mod package_check;
 mod setup;
 mod test;
 mod util;
@@ -29,8 +32,9 @@ fn main() -> Result<()> {
         "demo" => demo::run(&rest),
         "crash-test" => crash_test::run(&rest),
         "gpu-check" => gpu_check::run(&rest),
+        "package-check" => package_check::run(),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check>");
+            println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check|package-check>");
             Ok(())
         }
         other => bail!("unknown xtask command `{other}` (try `cargo xtask help`)"),

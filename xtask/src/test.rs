@@ -2,7 +2,8 @@
 //!
 //! Steps, each timed: setup, `cargo fmt --check`, clippy with warnings denied (all features, then
 //! the production crates on their default features), rustdoc with warnings denied, the tests under
-//! nextest (or `cargo test` where nextest is absent), doctests, the loom models in their own target
+//! nextest (or `cargo test` where nextest is absent), doctests, the packaged `durable-fs` built
+//! and run outside the workspace (`package_check.rs`), the loom models in their own target
 //! directory, and quick crash-test, race and power-loss runs.
 //!
 //! The production crates (`PRODUCTION_CRATES`) are tested on their own: the test-support crates
@@ -154,6 +155,8 @@ pub fn run(args: &[String]) -> Result<()> {
         with_test_env(&mut cmd);
         util::run_checked(&mut cmd)
     })?;
+    // durable-fs is adopted on its own: its .crate must build and run outside the workspace.
+    step("package durable-fs", &mut crate::package_check::run)?;
     step("loom", &mut || {
         let target = util::workspace_root().join("target").join("loom");
         for krate in LOOM_CRATES {

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::flush::{syncfs_is_barrier, Flush, FlushStrategy};
 use crate::put::{create_temp, NAME_ATTEMPTS};
 use crate::registry::{self, TempKind};
+use crate::seams::{self, BatchFlaw};
 use crate::sys;
 use crate::temp_name::temp_name;
 
@@ -205,11 +206,7 @@ impl Batch {
     pub fn commit(mut self) -> Result<BatchReport> {
         let strategy = self.strategy()?;
         let mut flushes = 0;
-        #[cfg(feature = "test-seams")]
-        let rename_first =
-            crate::seams::batch_flaw() == Some(crate::testing::BatchFlaw::RenameBeforeFlush);
-        #[cfg(not(feature = "test-seams"))]
-        let rename_first = false;
+        let rename_first = seams::batch_flaw_is(BatchFlaw::RenameBeforeFlush);
         if rename_first {
             self.rename_all()?;
         }
@@ -222,7 +219,9 @@ impl Batch {
         // Every temp is renamed; closing them now releases their locks and their descriptors.
         self.renamed = 0;
         self.files.clear();
-        self.flush_entries(strategy, &mut flushes)?;
+        if !seams::batch_flaw_is(BatchFlaw::SkipEntryFlush) {
+            self.flush_entries(strategy, &mut flushes)?;
+        }
         Ok(BatchReport {
             files: count,
             directories: self.dirs.len(),
@@ -232,8 +231,7 @@ impl Batch {
     }
 
     fn strategy(&self) -> Result<FlushStrategy> {
-        #[cfg(feature = "test-seams")]
-        if crate::seams::batch_flaw() == Some(crate::testing::BatchFlaw::ForceSyncfs) {
+        if seams::batch_flaw_is(BatchFlaw::ForceSyncfs) {
             return Ok(FlushStrategy::Syncfs);
         }
         if self.flush == Flush::PerFile {

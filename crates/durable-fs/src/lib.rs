@@ -128,3 +128,8 @@ pub use temp_name::{is_temp_name, temp_name, TEMP_PREFIX};
 #[cfg(feature = "test-seams")]
 #[doc(hidden)]
 pub mod testing;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -4,21 +4,32 @@
 //! Each seam is a thread-local switch, so a test flips it for its own thread only and the
 //! production path pays nothing when the feature is off.
 
+/// The ways a test can break [`crate::Batch::commit`] (`testing::BatchFlaw` without the
+/// `#[non_exhaustive]` public face).
+#[cfg_attr(not(feature = "test-seams"), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchFlaw {
+    RenameBeforeFlush,
+    ForceSyncfs,
+    SkipEntryFlush,
+}
+
 #[cfg(feature = "test-seams")]
 mod enabled {
+    use super::BatchFlaw;
     use std::cell::Cell;
 
     thread_local! {
         static RENAME_FLAGS_UNSUPPORTED: Cell<bool> = const { Cell::new(false) };
-        static BATCH_FLAW: Cell<Option<crate::testing::BatchFlaw>> = const { Cell::new(None) };
+        static BATCH_FLAW: Cell<Option<BatchFlaw>> = const { Cell::new(None) };
     }
 
     pub(crate) fn rename_flags_unsupported() -> bool {
         RENAME_FLAGS_UNSUPPORTED.with(Cell::get)
     }
 
-    pub(crate) fn batch_flaw() -> Option<crate::testing::BatchFlaw> {
-        BATCH_FLAW.with(Cell::get)
+    pub(crate) fn batch_flaw_is(flaw: BatchFlaw) -> bool {
+        BATCH_FLAW.with(Cell::get) == Some(flaw)
     }
 
     /// Sets a thread-local switch for the duration of `f`, restoring it even if `f` panics.
@@ -41,7 +52,7 @@ mod enabled {
         with_switch(&RENAME_FLAGS_UNSUPPORTED, true, f)
     }
 
-    pub(crate) fn with_batch_flaw<R>(flaw: crate::testing::BatchFlaw, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn with_batch_flaw<R>(flaw: BatchFlaw, f: impl FnOnce() -> R) -> R {
         with_switch(&BATCH_FLAW, Some(flaw), f)
     }
 }
@@ -53,5 +64,12 @@ pub(crate) use enabled::*;
 #[cfg(not(feature = "test-seams"))]
 #[inline(always)]
 pub(crate) fn rename_flags_unsupported() -> bool {
+    false
+}
+
+/// Without the feature the batch is never broken.
+#[cfg(not(feature = "test-seams"))]
+#[inline(always)]
+pub(crate) fn batch_flaw_is(_flaw: BatchFlaw) -> bool {
     false
 }

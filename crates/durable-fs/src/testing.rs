@@ -14,6 +14,8 @@ pub enum BatchFlaw {
     RenameBeforeFlush,
     /// Use `syncfs(2)` whatever the filesystem, even where it does not reach the disk (FUSE).
     ForceSyncfs,
+    /// Return after the renames without flushing them (the lost-rename bug).
+    SkipEntryFlush,
 }
 
 /// Runs `f` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE` treated as unsupported on this thread,
@@ -25,6 +27,11 @@ pub fn with_rename_flags_unsupported<R>(f: impl FnOnce() -> R) -> R {
 
 /// Runs `f` with [`crate::Batch::commit`] broken as `flaw` says, on this thread.
 pub fn with_batch_flaw<R>(flaw: BatchFlaw, f: impl FnOnce() -> R) -> R {
+    let flaw = match flaw {
+        BatchFlaw::RenameBeforeFlush => crate::seams::BatchFlaw::RenameBeforeFlush,
+        BatchFlaw::ForceSyncfs => crate::seams::BatchFlaw::ForceSyncfs,
+        BatchFlaw::SkipEntryFlush => crate::seams::BatchFlaw::SkipEntryFlush,
+    };
     crate::seams::with_batch_flaw(flaw, f)
 }
 

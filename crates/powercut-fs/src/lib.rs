@@ -22,6 +22,10 @@
 //!   every crash point of a short workload reachable by sweeping k.
 //! - `fsync`, `fsyncdir` and `flush` reach the daemon and are counted ([`Counters`]); the daemon
 //!   never answers ENOSYS to them, which would make the kernel skip every later fsync.
+//! - `syncfs(2)` never reaches the daemon, as on every FUSE filesystem but virtiofs (the kernel's
+//!   `fuse_sync_fs` returns at once unless the connection set `sync_fs`): it makes nothing
+//!   durable here, and a test shows a batch that relied on it losing every file. This is what
+//!   `durable_fs::Batch` assumes when it fsyncs per file on FUSE.
 //! - Faults ([`Faults`]): EIO on the n-th fsync (dropping the data, as the kernel drops dirty
 //!   pages after a writeback error), EIO on the n-th directory fsync, ENOSPC after n bytes.
 //! - Modification times can be set (`utimensat`), so a test can age leftovers for a sweep

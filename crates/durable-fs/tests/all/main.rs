@@ -1,5 +1,6 @@
 //! Integration tests of durable-fs, one module per topic.
 
+mod batch;
 mod common;
 mod faults;
 mod locks;
