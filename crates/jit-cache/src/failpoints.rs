@@ -119,12 +119,15 @@ pub(crate) fn in_place_dir(dir: PathBuf, mode: u32) -> Result<Option<PathBuf>> {
 pub(crate) struct KeyLock {
     guard: Option<LockGuard>,
     path: PathBuf,
+    shown: PathBuf,
     key: String,
 }
 
 impl KeyLock {
     /// Takes the key's lock (unless `skip-lock`), then logs the acquire.
-    pub(crate) fn acquire(path: &Path, key: &Digest) -> Result<KeyLock> {
+    /// `shown` is the lock file's path as logged: the same in every process (the path used to
+    /// lock may go through this process's descriptor of the locks directory).
+    pub(crate) fn acquire(path: &Path, shown: &Path, key: &Digest) -> Result<KeyLock> {
         let guard = if bug("skip-lock") {
             None
         } else {
@@ -132,11 +135,12 @@ impl KeyLock {
             Some(guard)
         };
         let key = key.to_hex();
-        trace("acquire", &key, &path.display().to_string());
+        trace("acquire", &key, &shown.display().to_string());
         CURRENT_KEY.with(|k| k.borrow_mut().clone_from(&key));
         Ok(KeyLock {
             guard,
             path: path.to_path_buf(),
+            shown: shown.to_path_buf(),
             key,
         })
     }
@@ -144,7 +148,7 @@ impl KeyLock {
 
 impl Drop for KeyLock {
     fn drop(&mut self) {
-        trace("release", &self.key, &self.path.display().to_string());
+        trace("release", &self.key, &self.shown.display().to_string());
         CURRENT_KEY.with(|k| k.borrow_mut().clear());
         if bug("delete-lock-file") {
             let _ = std::fs::remove_file(&self.path);

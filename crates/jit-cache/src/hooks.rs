@@ -21,7 +21,13 @@ pub(crate) type KeyGuard = crate::failpoints::KeyLock;
 /// Waits for the key's lock.
 pub(crate) fn lock_key(layout: &Layout, key: &Digest) -> Result<KeyGuard> {
     #[cfg(feature = "failpoints")]
-    return crate::failpoints::KeyLock::acquire(&layout.lock_file(key), key);
+    {
+        let path = layout.lock_file(key);
+        let shown = layout
+            .dir("locks")
+            .join(path.file_name().unwrap_or_default());
+        crate::failpoints::KeyLock::acquire(&path, &shown, key)
+    }
     #[cfg(not(feature = "failpoints"))]
     layout.lock_key(key, durable_fs::Wait::Forever)
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// The directory of the current on-disk format inside the root. Bump it when the layout or
 /// `meta.json` changes incompatibly: old entries are then simply not seen.
-pub const FORMAT_DIR: &str = "v1";
+pub const FORMAT_DIR: &str = "v2";
 
 /// How many lock files a root has (`durable_fs::lock_file_for_key` buckets): a fixed set, since
 /// lock files are never deleted.

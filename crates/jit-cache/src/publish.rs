@@ -171,7 +171,9 @@ fn locked_build(
         host: crate::toolchain::host_name(),
     };
     hooks::point("writing-meta");
-    write_record(&staging.path().join(entry::META_FILE), &meta)?;
+    let meta_path = staging.path().join(entry::META_FILE);
+    write_record(&meta_path, &meta)?;
+    share_with_team(layout, &[&output, &meta_path])?;
     if hooks::finished_in_place(&output, &meta)? {
         return open_published(
             layout, prepared, spec.kind, &variant, None, compiled, inputs,
@@ -226,6 +228,21 @@ fn locked_build(
         Built::Answer(answer) => Built::Answer(Answer { outcome, ..answer }),
         moved => moved,
     })
+}
+
+/// In a team root, an entry's files get mode 0660 whatever the umask, so that every member can
+/// read (and, through the 2770 directories, move and remove) what one member published. The
+/// commit's fsyncs come after, so the mode is as durable as the content.
+fn share_with_team(layout: &Layout, files: &[&std::path::Path]) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if layout.mode != crate::layout::RootMode::Team {
+        return Ok(());
+    }
+    for file in files {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o660))
+            .map_err(|e| Error::io("chmod team entry file", *file, e))?;
+    }
+    Ok(())
 }
 
 /// What the compile depended on, or the first input that changed while it ran.

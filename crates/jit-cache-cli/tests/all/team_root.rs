@@ -250,7 +250,7 @@ fn two_members_with_umask_022_share_build_gc_verify_and_clear_without_eacces() {
     );
 
     // Whatever the umask, the group can write every directory and lock file.
-    let v1 = root.join("v1");
+    let v1 = root.join(jit_cache::FORMAT_DIR);
     for sub in [
         "entries", "slots", "failures", "locks", "staging", "trash", "state",
     ] {

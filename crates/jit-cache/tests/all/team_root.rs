@@ -70,7 +70,7 @@ fn subdirectories_swapped_for_symlinks_after_open_keep_sweep_and_clear_inside_th
 
     // Another member, with the same rights in the root, moves the real directories aside and
     // plants symlinks to directories outside the root in their place.
-    let v1 = root.join("v1");
+    let v1 = root.join(jit_cache::FORMAT_DIR);
     let mut outside = Vec::new();
     for sub in ["trash", "slots", "failures", "staging", "state"] {
         let target = outside_dir(dir.path(), &format!("outside-{sub}"));
