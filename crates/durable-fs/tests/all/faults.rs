@@ -239,3 +239,49 @@ fn create_dir_all_durable_refuses_a_file_in_the_way() {
         "file untouched"
     );
 }
+
+/// The documented traps, as a user meets them: a symlink at the target is replaced (its pointee
+/// untouched), and the old file's mode is not kept unless `put_with` sets it.
+#[test]
+fn put_replaces_a_symlink_and_does_not_keep_the_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pointee = dir.path().join("pointee");
+    put(&pointee, b"pointee").expect("put");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&pointee, &link).expect("symlink");
+    put(&link, b"new").expect("put over the link");
+    let meta = std::fs::symlink_metadata(&link).expect("lstat");
+    assert!(
+        meta.is_file(),
+        "the link itself was replaced by a regular file"
+    );
+    assert_eq!(
+        std::fs::read(&pointee).expect("read"),
+        b"pointee",
+        "the pointee is untouched"
+    );
+
+    let script = dir.path().join("run.sh");
+    put(&script, b"old").expect("put");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    put(&script, b"new").expect("put");
+    let mode = std::fs::metadata(&script)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_ne!(mode, 0o700, "put does not keep the old mode");
+    let old = std::fs::Permissions::from_mode(0o700);
+    put_with(&script, |f| {
+        f.set_permissions(old)?;
+        std::io::Write::write_all(f, b"newer")
+    })
+    .expect("put_with keeping the mode");
+    let mode = std::fs::metadata(&script)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700, "put_with can keep it");
+}
