@@ -24,6 +24,7 @@ const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("fuse3", "fusermount3"),
     ("fio", "fio"),
     ("ccache", "ccache"),
+    ("redis-server", "redis-server"),
 ];
 
 const PIP_PACKAGES: &[&str] = &["nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-cuda-cccl"];
