@@ -22,6 +22,15 @@
 //!
 //! Two flushes are the floor for "never torn": the data must be durable before any rename can be,
 //! and the renames must be durable before `commit` returns.
+//!
+//! # Routes not taken
+//! - `sync_file_range(SYNC_FILE_RANGE_WRITE)` per file plus one final `fsync` (git's
+//!   `core.fsyncMethod=batch`) starts the writeback early, but `sync_file_range` neither waits
+//!   for metadata nor flushes the disk's cache, so the final `fsync` must cover every file's data:
+//!   true of ext4's and xfs's journals in practice, promised by neither. `syncfs` is documented
+//!   to cover the whole filesystem, and it reports errors.
+//! - Parallel `fsync`s that the journal groups into one commit would help on FUSE and NFS too, at
+//!   the cost of threads in a library that has none; per-file `fsync` stays sequential.
 
 use std::os::fd::AsFd;
 
