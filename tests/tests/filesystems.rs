@@ -120,7 +120,7 @@ fn demo_flow_on(kind: FsKind) {
             "{}: three kernels plus gemm's second variant",
             kind.name()
         );
-        let leftovers: Vec<PathBuf> = std::fs::read_dir(root.join("cache/v1/staging"))
+        let leftovers: Vec<PathBuf> = std::fs::read_dir(root.join("cache").join(jit_cache::FORMAT_DIR).join("staging"))
             .expect("staging")
             .flatten()
             .map(|e| e.path())

@@ -79,6 +79,10 @@ pub(crate) struct SpecArgs {
     /// Kernel name (one source only; default: the file's stem).
     #[arg(long)]
     pub(crate) name: Option<String>,
+    /// Kill a compile (with everything it started) after this many seconds; it then fails with
+    /// exit code 1, like any compile failure, and is never recorded.
+    #[arg(long, value_parser = parse_seconds)]
+    pub(crate) timeout: Option<std::time::Duration>,
 }
 
 impl SpecArgs {
@@ -117,10 +121,21 @@ impl SpecArgs {
                 for flag in &self.flags {
                     spec = spec.flag(flag.clone());
                 }
+                if let Some(timeout) = self.timeout {
+                    spec = spec.timeout(timeout);
+                }
                 spec
             })
             .collect())
     }
+}
+
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{s}` is not a positive number of seconds"))
 }
 
 fn parse_kind(s: &str) -> Result<OutputKind, String> {

@@ -193,6 +193,7 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
                     rows.push(json!({
                         "name": spec.name, "error": e.to_string(),
                         "diagnostics": e.compile_failure().map(|f| serde_json::to_value(&f.diagnostics).unwrap_or_default()),
+                        "cause": e.compile_failure().map(|f| serde_json::to_value(&f.cause).unwrap_or_default()),
                     }));
                 } else {
                     eprintln!("{}: error: {e}", spec.name);

@@ -135,6 +135,7 @@ impl HeaderRecord {
     pub(crate) fn component_name(&self) -> String {
         match self.base {
             Base::Toolkit => format!("header:<toolkit>/{}", self.rel.display()),
+            Base::Forced(i) => format!("header:<-include {i}>"),
             _ => format!("header:{}", self.rel.display()),
         }
     }

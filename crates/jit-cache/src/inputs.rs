@@ -16,9 +16,10 @@
 //! a conservative record: their name is recorded absent in every project directory before the one
 //! that holds them.
 //!
-//! When `since` is given (the compile's start on the kernel's coarse clock), a read file or an
-//! absence directory changed at or after it means an input moved during the compile: the result
-//! must not be published under these records.
+//! When `since` is given (the compile's start on the kernel's coarse clock), a file the compile
+//! read that is gone, or was changed at or after it, means an input moved during the compile: the
+//! result must not be published under these records. Absences need no clock: they are looked up
+//! after the compile, so a file that appeared behind the compiler's back is seen then.
 
 use crate::error::{Error, Result};
 use crate::headers::{findable, hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs, StatStamp};
@@ -38,9 +39,24 @@ pub(crate) type Instant = (i64, i64);
 
 /// Now, on the clock file timestamps use: a file changed after this call has a ctime at or after
 /// the value returned (it may share the tick of a change made just before).
+///
+/// On a network filesystem timestamps come from the server's clock: a skewed server can make a
+/// change look older than it is (missed here) or newer (one more compile, then an uncached
+/// answer). The content checks around it still hold.
 pub(crate) fn coarse_now() -> Instant {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
     (ts.tv_sec, ts.tv_nsec)
+}
+
+/// Whether `path` was changed at or after `since` (or cannot be looked at any more).
+pub(crate) fn changed_since(path: &Path, since: Instant) -> bool {
+    match rustix::fs::stat(path) {
+        Ok(st) => {
+            (st.st_ctime, st.st_ctime_nsec as i64) >= since
+                || (st.st_mtime, st.st_mtime_nsec as i64) >= since
+        }
+        Err(_) => true,
+    }
 }
 
 /// What a compile depended on, and whether something moved while it ran.
@@ -385,16 +401,7 @@ impl Walk<'_> {
     }
 
     fn finish(self, stat: &mut StatCache, since: Option<Instant>) -> Result<Recorded> {
-        let changed_since = |path: &Path| -> bool {
-            let Some(since) = since else { return false };
-            match rustix::fs::stat(path) {
-                Ok(st) => {
-                    (st.st_ctime, st.st_ctime_nsec as i64) >= since
-                        || (st.st_mtime, st.st_mtime_nsec as i64) >= since
-                }
-                Err(_) => true,
-            }
-        };
+        let changed_since = |path: &Path| since.is_some_and(|since| changed_since(path, since));
         let mut moved = None;
         let mut headers = Vec::new();
         let mut recorded: BTreeSet<(Base, PathBuf)> = BTreeSet::new();
@@ -428,12 +435,12 @@ impl Walk<'_> {
             let (dir, name) = self.nearest_existing_dir(*base, rel);
             groups.entry((*base, dir)).or_default().push(name);
         }
+        // Absences need no such check: each name was looked up just now, after the compile, and
+        // a file that appeared at a candidate after the compiler passed it exists now and was
+        // recorded by content above (its ctime then says it moved).
         let mut absent = Vec::with_capacity(groups.len());
         for ((base, dir), names) in groups {
             let path = self.search.path_of(base, &dir).unwrap_or_default();
-            if moved.is_none() && changed_since(&path) {
-                moved = Some(path.clone());
-            }
             absent.push(AbsenceGroup {
                 base,
                 stamp: StatStamp::of(&path).filter(StatStamp::settled),

@@ -39,9 +39,6 @@ pub(crate) struct Prepared {
     /// The source's digest, and its stamp when settled (a repeated request then needs one `stat`).
     pub(crate) source_digest: Digest,
     pub(crate) source_stamp: Option<StatStamp>,
-    /// The source's stat tuple when it was hashed, settled or not: a compile that ends with
-    /// another tuple read something else, and is not published under this key.
-    pub(crate) source_hashed_stamp: Option<StatStamp>,
 }
 
 /// Computes the slot, the key and the key's manifest for a resolved request.
@@ -60,22 +57,17 @@ pub(crate) fn prepare(
             fingerprint::FORMAT_VERSION
         ),
     );
-    let (source_digest, source_stamp, source_hashed_stamp) =
-        match (&spec.source, &request.source_path) {
-            (Source::File(_), Some(path)) => {
-                let before = StatStamp::of(path);
-                let (digest, stamp) = crate::headers::hash_direct_with_stamp(path)?;
-                (digest, stamp, before)
-            }
-            (Source::Text { text, .. }, _) => (Digest::of_bytes(text.as_bytes()), None, None),
-            (Source::File(path), None) => {
-                return Err(Error::io(
-                    "resolve kernel source",
-                    path,
-                    std::io::Error::other("not resolved"),
-                ))
-            }
-        };
+    let (source_digest, source_stamp) = match (&spec.source, &request.source_path) {
+        (Source::File(_), Some(path)) => crate::headers::hash_direct_with_stamp(path)?,
+        (Source::Text { text, .. }, _) => (Digest::of_bytes(text.as_bytes()), None),
+        (Source::File(path), None) => {
+            return Err(Error::io(
+                "resolve kernel source",
+                path,
+                std::io::Error::other("not resolved"),
+            ))
+        }
+    };
     manifest.insert(
         format!("source:{}", spec.source_file_name()),
         Component {
@@ -181,7 +173,6 @@ pub(crate) fn prepare(
         source_path: request.source_path.clone(),
         source_digest,
         source_stamp,
-        source_hashed_stamp,
     })
 }
 

@@ -1,7 +1,7 @@
 //! The cache root: where it is, whether it is safe, and where each kind of file lives in it.
 //!
 //! ```text
-//! <root>/v1/                         the format version; a new format gets a new directory
+//! <root>/v2/                         the format version; a new format gets a new directory
 //!   entries/<k0k1>/<key>/<variant>/  one published entry: the artifact, then meta.json
 //!   slots/<slot>.json                each slot's most recent manifest (explains rebuilds)
 //!   failures/<key>.json              the last compile failure of a key, with its inputs

@@ -17,7 +17,7 @@ use crate::compile::{build_uncached, compile, private_copy, Compiled};
 use crate::entry::{self, Meta, Unusable};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
 use crate::evict::{move_to_trash, prune_variants};
-use crate::headers::{Inputs, StatStamp};
+use crate::headers::Inputs;
 use crate::hooks;
 use crate::inputs::{record, Instant};
 use crate::key::{self, Prepared};
@@ -245,6 +245,17 @@ fn share_with_team(layout: &Layout, files: &[&std::path::Path]) -> Result<()> {
     Ok(())
 }
 
+/// Whether the source the compiler read may differ from the one hashed for the key (before the
+/// lock wait, perhaps by an earlier request): its content now is another, or it was changed after
+/// the compile started (an edit and its revert would otherwise pass).
+fn source_moved(prepared: &Prepared, started: Instant) -> bool {
+    let Some(source) = &prepared.source_path else {
+        return false;
+    };
+    crate::inputs::changed_since(source, started)
+        || fingerprint::hash_file(source).ok() != Some(prepared.source_digest)
+}
+
 /// What the compile depended on, or the first input that changed while it ran.
 fn inputs_of(
     cache: &Cache,
@@ -252,10 +263,8 @@ fn inputs_of(
     prepared: &Prepared,
     compiled: &Compiled,
 ) -> Result<std::result::Result<Inputs, PathBuf>> {
-    // The source was hashed for the key before the lock wait: a different stat tuple now means
-    // the compiler may have read other bytes than the key says.
-    if let Some(source) = &prepared.source_path {
-        if StatStamp::of(source) != prepared.source_hashed_stamp {
+    if source_moved(prepared, compiled.started) {
+        if let Some(source) = &prepared.source_path {
             return Ok(Err(source.clone()));
         }
     }
@@ -336,10 +345,8 @@ fn record_failure(
     if failure.cause != FailureCause::Source {
         return;
     }
-    if let Some(source) = &request.source_path {
-        if StatStamp::of(source) != prepared.source_hashed_stamp {
-            return;
-        }
+    if started.is_some_and(|started| source_moved(prepared, started)) {
+        return;
     }
     let recorded = cache.with_stat_cache(|stat| {
         record(

@@ -5,6 +5,7 @@
 //! header:  <base> <digest-hex> <stamp|-> <rel>
 //! absence: <base> <stamp|-> <dir|.> <name> [<name>...]
 //! base:    s (source dir) | w (working dir) | q<N> | i<N> | y<N> (-iquote, -I, -isystem N)
+//!          | f<N> (forced include N, by absolute path; rel empty, written `.`)
 //!          | a (absolute) | t (toolkit) | o (installed; absolute)
 //! stamp:   <dev>.<ino>.<size>.<mtime-ns>.<ctime-ns>
 //! ```
@@ -28,6 +29,7 @@ fn base_text(base: Base, out: &mut String) {
         Base::Quote(i) => write!(out, "q{i}"),
         Base::Include(i) => write!(out, "i{i}"),
         Base::System(i) => write!(out, "y{i}"),
+        Base::Forced(i) => write!(out, "f{i}"),
         Base::Absolute => write!(out, "a"),
         Base::Toolkit => write!(out, "t"),
         Base::Installed => write!(out, "o"),
@@ -48,6 +50,7 @@ fn parse_base(text: &str) -> Option<Base> {
                 "q" => Some(Base::Quote(n)),
                 "i" => Some(Base::Include(n)),
                 "y" => Some(Base::System(n)),
+                "f" => Some(Base::Forced(n)),
                 _ => None,
             }
         }
@@ -120,7 +123,11 @@ pub(crate) fn header_to_text(record: &HeaderRecord) -> String {
     let _ = write!(out, " {} ", record.digest.to_hex());
     stamp_text(record.stamp, &mut out);
     out.push(' ');
-    escape(&record.rel, &mut out);
+    if record.rel.as_os_str().is_empty() {
+        out.push('.');
+    } else {
+        escape(&record.rel, &mut out);
+    }
     out
 }
 
@@ -130,13 +137,15 @@ pub(crate) fn header_from_text(text: &str) -> Option<HeaderRecord> {
     let base = parse_base(parts.next()?)?;
     let digest = parts.next()?.parse().ok()?;
     let stamp = parse_stamp(parts.next()?)?;
-    let rel = parts.next()?;
-    if rel.is_empty() || rel.contains(' ') {
-        return None;
-    }
+    let rel = match parts.next()? {
+        "" => return None,
+        "." => PathBuf::new(),
+        rel if rel.contains(' ') => return None,
+        rel => unescape(rel)?,
+    };
     Some(HeaderRecord {
         base,
-        rel: unescape(rel)?,
+        rel,
         digest,
         stamp,
     })

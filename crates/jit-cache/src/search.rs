@@ -34,6 +34,9 @@ pub(crate) enum Base {
     Include(u32),
     /// The `-isystem` directory at this index (in search order).
     System(u32),
+    /// The forced include (`-include /abs/x.h`) at this index, given by absolute path: the
+    /// record's name is empty, and each request checks its own file.
+    Forced(u32),
     /// A project file outside every search directory; the path is absolute.
     Absolute,
     /// The toolkit's root (above nvcc's `bin`).
@@ -96,6 +99,11 @@ impl SearchPath {
             Base::Quote(i) => self.quote.get(i as usize).map(PathBuf::as_path),
             Base::Include(i) => self.include.get(i as usize).map(PathBuf::as_path),
             Base::System(i) => self.system.get(i as usize).map(PathBuf::as_path),
+            Base::Forced(i) => self
+                .forced
+                .get(i as usize)
+                .filter(|f| f.is_absolute())
+                .map(PathBuf::as_path),
             Base::Toolkit => Some(&self.dirs.toolkit_root),
             Base::Absolute | Base::Installed => Some(Path::new("")),
         }
@@ -137,6 +145,13 @@ impl SearchPath {
     /// specific project directory that spells a prefix of it, else the toolkit or an installed
     /// directory (by canonical path), else an absolute project path.
     pub(crate) fn classify(&self, spelled: &Path) -> (Base, PathBuf) {
+        if let Some(i) = self
+            .forced
+            .iter()
+            .position(|f| f.is_absolute() && f == spelled)
+        {
+            return (Base::Forced(i as u32), PathBuf::new());
+        }
         let project = self
             .source_dir
             .iter()
@@ -194,6 +209,9 @@ fn rel_as_spelled(spelled: &Path, dir: &Path) -> Option<PathBuf> {
 pub(crate) fn join(dir: &Path, rel: &Path) -> PathBuf {
     if dir.as_os_str().is_empty() {
         return rel.to_path_buf();
+    }
+    if rel.as_os_str().is_empty() {
+        return dir.to_path_buf();
     }
     dir.join(rel)
 }

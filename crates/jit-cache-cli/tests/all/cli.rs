@@ -44,7 +44,7 @@ fn a_team_root_needs_the_team_flag_and_setgid_2770() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let sub = std::fs::metadata(root.join("v1/entries"))
+    let sub = std::fs::metadata(root.join(jit_cache::FORMAT_DIR).join("entries"))
         .expect("entries dir")
         .permissions()
         .mode();
@@ -82,4 +82,36 @@ fn explain_ls_stats_and_gc_speak_json() {
     assert_eq!(json(&["stats"])["stats"]["entries"], 1);
     assert_eq!(json(&["gc", "--max-size", "0"])["gc"]["evicted"], 1);
     assert_eq!(json(&["stats"])["stats"]["entries"], 0);
+}
+
+#[test]
+fn a_compile_timeout_exits_1_with_a_structured_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let hanging = dir.path().join("bin/nvcc");
+    std::fs::create_dir_all(hanging.parent().expect("parent")).expect("mkdir");
+    write_executable(
+        &hanging,
+        "#!/bin/sh\ncase \" $* \" in *\" --version \"*) echo 'Cuda compilation tools, release 13.5, V13.5.0' ;; *) exec sleep 600 ;; esac\n",
+    );
+    let source = dir.path().join("k.cu");
+    std::fs::write(&source, kernel_text(1)).expect("write kernel");
+    for _ in 0..2 {
+        let out = cli(&dir.path().join("cache"), &hanging)
+            .args(["--json", "build"])
+            .arg(&source)
+            .args(["--timeout", "0.3"])
+            .output()
+            .expect("run build");
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "a timeout is a compile failure: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(
+            doc["results"][0]["cause"]["timeout"]["after_ms"], 300,
+            "the cause says timeout: {doc}"
+        );
+    }
 }

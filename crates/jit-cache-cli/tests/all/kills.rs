@@ -9,14 +9,14 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 
 fn staging_count(cache_dir: &std::path::Path) -> usize {
-    std::fs::read_dir(cache_dir.join("v1/staging"))
+    std::fs::read_dir(cache_dir.join(jit_cache::FORMAT_DIR).join("staging"))
         .map(|r| r.count())
         .unwrap_or(0)
 }
 
 /// Ages the leftovers in staging past the sweep's minimum age, instead of waiting for it.
 fn age_staging(cache_dir: &std::path::Path) {
-    for entry in std::fs::read_dir(cache_dir.join("v1/staging"))
+    for entry in std::fs::read_dir(cache_dir.join(jit_cache::FORMAT_DIR).join("staging"))
         .expect("staging")
         .flatten()
     {

@@ -36,7 +36,7 @@ fn a_full_cache_filesystem_still_returns_a_working_artifact_with_a_warning() {
             std::fs::read(built.artifact.path()).expect("its path works"),
             built.artifact.bytes()
         );
-        let staging = std::fs::read_dir(root.join("v1/staging"))
+        let staging = std::fs::read_dir(root.join(jit_cache::FORMAT_DIR).join("staging"))
             .expect("staging")
             .count();
         assert_eq!(staging, 0, "no staging left behind on the full filesystem");

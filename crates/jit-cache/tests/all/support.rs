@@ -71,3 +71,26 @@ pub fn set_mtime(path: &Path, secs: i64) {
     )
     .expect("set times");
 }
+
+pub fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod script");
+}
+
+/// The artifact of an uncached compile by the real nvcc, for comparing with the cache's answer.
+pub fn uncached_cubin(cwd: &Path, source: &Path, args: &[&str]) -> Vec<u8> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("k.cubin");
+    let status = std::process::Command::new(real_nvcc())
+        .current_dir(cwd)
+        .args(["-cubin", "-arch=sm_90"])
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .arg(source)
+        .status()
+        .expect("run nvcc");
+    assert!(status.success(), "uncached nvcc compile of {}", source.display());
+    std::fs::read(&out).expect("read uncached cubin")
+}

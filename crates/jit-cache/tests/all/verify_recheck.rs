@@ -22,7 +22,7 @@ fn corrupt_in_place(path: &Path) {
 /// Takes an exclusive `flock` on every lock file of the root, as a builder holding the key
 /// would; the descriptors keep the locks.
 fn hold_every_key_lock(cache_root: &Path) -> Vec<(std::fs::File, u64)> {
-    std::fs::read_dir(cache_root.join("v1/locks"))
+    std::fs::read_dir(cache_root.join(jit_cache::FORMAT_DIR).join("locks"))
         .expect("list lock files")
         .flatten()
         .map(|item| {
