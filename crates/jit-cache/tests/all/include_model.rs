@@ -339,41 +339,45 @@ fn a_header_whose_name_is_not_utf8_builds_and_hits() {
     assert_eq!(got.artifact.bytes(), uncached_cubin(dir.path(), &src, &[]));
 }
 
-/// Case 7: `-ccbin` enters the key as that compiler's identity, not the default's.
+/// Case 7: `-ccbin` enters the key as that compiler's identity (its content and version), not
+/// the default's and not its path: the compiler replaced at the same path is another key, and
+/// the same compiler at another path shares the entry.
 #[test]
-fn the_host_compiler_named_by_ccbin_is_in_the_key() {
+fn the_host_compiler_named_by_ccbin_is_in_the_key_by_identity() {
     let dir = tempfile::tempdir().expect("temp dir");
     let gxx = std::process::Command::new("sh")
         .args(["-c", "command -v g++"])
         .output()
         .expect("find g++");
     let gxx = String::from_utf8_lossy(&gxx.stdout).trim().to_string();
-    let wrappers: Vec<PathBuf> = ["one", "two"]
-        .iter()
-        .map(|name| {
-            let path = dir.path().join(name).join("g++");
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            write_executable(&path, &format!("#!/bin/sh\n# host compiler {name}\nexec {gxx} \"$@\"\n"));
-            path
-        })
-        .collect();
+    let wrapper = |at: &Path, build: &str| {
+        std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
+        write_executable(at, &format!("#!/bin/sh\n# host compiler build {build}\nexec {gxx} \"$@\"\n"));
+    };
+    let (one, two) = (dir.path().join("one/g++"), dir.path().join("two/g++"));
+    wrapper(&one, "1");
     let src = dir.path().join("k.cu");
     write(&src, kernel_text(7));
-    let cache = open_cache(dir.path());
     let spec = |ccbin: &Path| {
         KernelSpec::from_file(&src)
             .flag("-ccbin")
             .flag(ccbin.display().to_string())
     };
-    assert_eq!(cache.get_or_build(&spec(&wrappers[0])).expect("one").outcome, Outcome::Built);
-    let other = cache.get_or_build(&spec(&wrappers[1])).expect("two");
-    assert_ne!(
-        other.outcome,
-        Outcome::Hit,
-        "another host compiler is another key"
-    );
+    let cache = open_cache(dir.path());
+    assert_eq!(cache.get_or_build(&spec(&one)).expect("one").outcome, Outcome::Built);
+    wrapper(&two, "1");
     assert_eq!(
-        cache.get_or_build(&spec(&wrappers[0])).expect("one again").outcome,
-        Outcome::Hit
+        open_cache(dir.path()).get_or_build(&spec(&two)).expect("same compiler elsewhere").outcome,
+        Outcome::Hit,
+        "the same compiler at another path is the same key"
+    );
+    wrapper(&one, "2");
+    let replaced = open_cache(dir.path())
+        .get_or_build(&spec(&one))
+        .expect("replaced compiler");
+    assert_ne!(
+        replaced.outcome,
+        Outcome::Hit,
+        "a compiler replaced at the same path is another key"
     );
 }
