@@ -77,9 +77,13 @@ fn random_u64() -> u64 {
 }
 
 /// A stable id of this host: machine id (or boot id) and node name, hashed.
-fn host_id() -> u64 {
+pub(crate) fn host_id() -> u64 {
     static HOST: OnceLock<u64> = OnceLock::new();
     *HOST.get_or_init(|| {
+        // Tests that simulate several hosts on one machine set their own (see `host.rs`).
+        if let Some(id) = crate::host::host_id_override() {
+            return id;
+        }
         let machine = std::fs::read("/etc/machine-id")
             .or_else(|_| std::fs::read("/proc/sys/kernel/random/boot_id"))
             .unwrap_or_default();

@@ -83,6 +83,8 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                 println!("failures:        {}", stats.failures);
                 println!("staging:         {}", stats.staging);
                 println!("trash:           {}", stats.trash);
+                println!("filesystem:      {}", stats.filesystem);
+                println!("protocol:        {}", stats.protocol);
             }
             Ok(0)
         }

@@ -74,6 +74,8 @@ pub struct CacheOptions {
     pub nvcc: Option<nvcc::Nvcc>,
     /// How many variants (header sets) one key keeps; the least recently built go first.
     pub max_variants: usize,
+    /// Whether other hosts may share the root (detected from its filesystem by default).
+    pub sharing: crate::fstype::Sharing,
 }
 
 impl Default for CacheOptions {
@@ -82,6 +84,7 @@ impl Default for CacheOptions {
             mode: RootMode::Private,
             nvcc: None,
             max_variants: 8,
+            sharing: crate::fstype::Sharing::Detect,
         }
     }
 }
@@ -90,6 +93,12 @@ impl CacheOptions {
     /// Sets the root mode.
     pub fn mode(mut self, mode: RootMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Says whether other hosts may share the root (NFS, Lustre), overriding detection.
+    pub fn sharing(mut self, sharing: crate::fstype::Sharing) -> Self {
+        self.sharing = sharing;
         self
     }
 
@@ -150,7 +159,7 @@ impl Cache {
     pub fn open_with(root: impl AsRef<Path>, options: CacheOptions) -> Result<Cache> {
         let root = root.as_ref().to_path_buf();
         let layout = match Layout::open(&root, options.mode) {
-            Ok(layout) => Ok(layout),
+            Ok(layout) => Ok(layout.with_sharing(options.sharing)),
             Err(e @ Error::UnsafeRoot { .. }) => return Err(e),
             Err(e) => Err(e.to_string()),
         };

@@ -159,6 +159,13 @@ impl Artifact {
     pub(crate) fn repin(bytes: Arc<[u8]>, path: &Path, kind: nvcc::OutputKind) -> Option<Artifact> {
         let dir = path.parent()?;
         let fd = pin_dir(dir).ok()?;
+        // Under the shared protocol the memo's re-pin refreshes the stamp too: another host's
+        // eviction sees only that. A process with no shared root skips this.
+        if crate::fstype::any_shared_device() {
+            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                touch_last_use(&fd, name);
+            }
+        }
         Some(Artifact {
             inner: Arc::new(ArtifactInner {
                 bytes,
@@ -197,6 +204,8 @@ pub(crate) fn open_entry(
     let fd = pin_dir(dir)?;
     let meta_bytes = match read_at(&fd, META_FILE) {
         Ok(bytes) => bytes,
+        // Another host removed the entry after we opened it (NFS): a plain miss.
+        Err(e) if e.raw_os_error() == Some(libc::ESTALE) => return Err(Unusable::Absent),
         // A directory without meta.json is a half-deleted or foreign entry (publication puts
         // meta.json in before the one rename that makes an entry visible).
         Err(e) => return Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
@@ -303,7 +312,14 @@ fn touch_last_use(dir: &OwnedFd, artifact: &str) {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    if now - stat.st_atime < LAST_USE_INTERVAL_SECS {
+    let age = now - stat.st_atime;
+    if age < crate::liveness::PIN_REFRESH.as_secs() as i64 {
+        return;
+    }
+    // Under the shared protocol the stamp is also the pin other hosts can see (`liveness.rs`):
+    // it is refreshed every minute there. The device lookup happens only for stamps older than
+    // that, so a hit of a fresh entry costs nothing more.
+    if age < LAST_USE_INTERVAL_SECS && !crate::fstype::is_shared_device(stat.st_dev) {
         return;
     }
     let stamps = rustix::fs::Timestamps {

@@ -7,6 +7,7 @@
 
 use crate::entry;
 use crate::error::{Error, Result};
+use crate::fstype::Protocol;
 use crate::layout::{open_dir_nofollow, Layout, Subdir};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
@@ -120,6 +121,8 @@ pub(crate) fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Res
 
 /// Moves an entry aside unless a reader pins it (holds a shared `flock` on its directory, as every
 /// live [`crate::Artifact`] does): an artifact's path stays valid as long as the artifact lives.
+/// Under the shared protocol an entry used within [`crate::PIN_GRACE`] also counts as pinned,
+/// since a reader on another host holds a lock this host cannot see.
 /// Returns whether it was moved. The caller holds the key's lock, so no builder races it.
 pub(crate) fn evict_unpinned(layout: &Layout, dir: &Path) -> Result<bool> {
     Ok(evict_unless_pinned(layout, dir, None)? == Evicted::Moved)
@@ -169,6 +172,11 @@ pub(crate) fn evict_unless_pinned(
         .map_err(|e| Error::io("inspect entry for eviction", dir, e.into()))?;
     if !is_expected(&stat) {
         return Ok(Evicted::Replaced);
+    }
+    // Under the shared protocol a reader on another host pins with a lock this host cannot see:
+    // an entry used or built within the grace period counts as pinned (`liveness.rs`).
+    if layout.protocol == Protocol::Shared && crate::liveness::used_recently(&held) {
+        return Ok(Evicted::Pinned);
     }
     crate::hooks::point("evicting");
     // Readers that opened the directory before this rename and lock it after will see that the

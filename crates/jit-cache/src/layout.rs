@@ -12,6 +12,8 @@
 //! ```
 
 use crate::error::{Error, Result};
+use crate::fstype::{FsType, Protocol, Sharing};
+use crate::liveness::Staging;
 use durable_fs::{LockGuard, LockMode, Wait};
 use fingerprint::Digest;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -88,6 +90,10 @@ pub(crate) struct Layout {
     pub(crate) base: PathBuf,
     pub(crate) mode: RootMode,
     dirs: Arc<OpenDirs>,
+    /// The root's filesystem, read once at open.
+    pub(crate) fs: FsType,
+    /// Whether other hosts may share the root (`fstype.rs`, `liveness.rs`).
+    pub(crate) protocol: Protocol,
 }
 
 #[derive(Debug)]
@@ -111,6 +117,7 @@ impl Layout {
         }
         check_root(root, mode)?;
         let base = root.join(FORMAT_DIR);
+        let fs = FsType::of(root);
         let mut layout = Layout {
             base: base.clone(),
             mode,
@@ -118,6 +125,8 @@ impl Layout {
                 fds: Vec::new(),
                 via_proc: false,
             }),
+            fs,
+            protocol: crate::fstype::protocol(Sharing::Detect, fs),
         };
         layout.ensure_dir(&base)?;
         for sub in Subdir::ALL {
@@ -146,7 +155,25 @@ impl Layout {
             });
         }
         layout.dirs = Arc::new(OpenDirs { fds, via_proc });
+        layout.note_protocol();
         Ok(layout)
+    }
+
+    /// Applies the caller's choice of protocol (an explicit choice beats detection).
+    pub(crate) fn with_sharing(mut self, sharing: Sharing) -> Layout {
+        self.protocol = crate::fstype::protocol(sharing, self.fs);
+        self.note_protocol();
+        self
+    }
+
+    /// Tells the hit path (which sees only descriptors) that entries on this device follow the
+    /// shared protocol's stamp refresh.
+    fn note_protocol(&self) {
+        if self.protocol == Protocol::Shared {
+            if let Ok(stat) = rustix::fs::fstat(self.dir_fd(Subdir::Entries)) {
+                crate::fstype::register_shared_device(stat.st_dev);
+            }
+        }
     }
 
     /// Creates a directory inside the root durably when it is missing, refuses a symlink or file
@@ -285,14 +312,17 @@ impl Layout {
     /// umask: another member's sweep must be able to remove what a killed builder left, and
     /// another member's eviction must be able to move the published entry (renaming a directory
     /// to another parent needs write permission on it).
-    pub(crate) fn new_staging_dir(&self) -> Result<durable_fs::StagingDir> {
+    ///
+    /// Under the shared protocol a heartbeat keeps its mtime fresh while it lives, so that no
+    /// other host's sweep takes it for a dead builder's (`liveness.rs`).
+    pub(crate) fn new_staging_dir(&self) -> Result<Staging> {
         let staging = durable_fs::StagingDir::new_in(self.dir("staging"))?;
         if self.mode == RootMode::Team {
             let path = staging.path();
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o2770))
                 .map_err(|e| Error::io("chmod team staging directory", path, e))?;
         }
-        Ok(staging)
+        Ok(Staging::new(staging, self.protocol))
     }
 
     pub(crate) fn dir_mode(&self) -> u32 {

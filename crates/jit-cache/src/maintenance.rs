@@ -8,6 +8,7 @@
 use crate::cache::Cache;
 use crate::entry::{self, Meta};
 use crate::error::{Error, Result};
+use crate::fstype::Protocol;
 use crate::evict::{evict_unless_pinned, evict_unpinned, remove_unpinned, DirIdentity, Evicted};
 use crate::layout::{open_dir_nofollow, Layout, Subdir};
 use durable_fs::Wait;
@@ -57,6 +58,11 @@ pub struct Stats {
     pub staging: usize,
     /// Items in the trash.
     pub trash: usize,
+    /// The root's filesystem type (`statfs`): `ext4`, `nfs`, `lustre`, `fuse`, ...
+    pub filesystem: String,
+    /// `shared` when other hosts may use the root (network or FUSE filesystem, or said so),
+    /// else `local`.
+    pub protocol: String,
 }
 
 /// What to evict.
@@ -130,6 +136,14 @@ impl Cache {
             failures: count(Subdir::Failures),
             staging: count(Subdir::Staging),
             trash: count(Subdir::Trash),
+            filesystem: match layout.fs.name {
+                "unknown" => format!("unknown (0x{:x})", layout.fs.magic),
+                name => name.to_string(),
+            },
+            protocol: match layout.protocol {
+                Protocol::Local => "local".into(),
+                Protocol::Shared => "shared".into(),
+            },
         })
     }
 
@@ -251,11 +265,13 @@ impl Cache {
     /// Removes what dead processes left: abandoned staging directories and temps (only those no
     /// live process holds, via durable-fs's sweep), and everything in the trash that no reader
     /// pins. Returns how many items were removed.
+    ///
+    /// Under the shared protocol (NFS, Lustre, ...) another host's leftovers are removed only
+    /// when their heartbeat is older than [`crate::FOREIGN_GRACE`]: that host's locks are
+    /// invisible here (`liveness.rs`).
     pub fn sweep(&self) -> Result<usize> {
         let layout = self.usable_layout()?;
-        let policy = durable_fs::SweepPolicy {
-            max_age: SWEEP_MIN_AGE,
-        };
+        let protocol = layout.protocol;
         let mut removed = 0;
         // Every directory is named through a descriptor opened at open (or, for key
         // directories, opened from `entries/` without following symlinks): a member who swaps
@@ -266,19 +282,17 @@ impl Cache {
             Subdir::Failures,
             Subdir::State,
         ] {
-            removed += durable_fs::sweep(layout.pinned(sub), &policy)?
-                .removed
-                .len();
+            removed += crate::liveness::sweep_dir(&layout.pinned(sub), protocol)?;
         }
         let mut failed = None;
         for_each_key_dir(layout, |shown, fd| {
-            match durable_fs::sweep(layout.fd_path(fd.as_fd(), shown), &policy) {
-                Ok(report) => removed += report.removed.len(),
+            match crate::liveness::sweep_dir(&layout.fd_path(fd.as_fd(), shown), protocol) {
+                Ok(count) => removed += count,
                 Err(e) => failed = failed.take().or(Some(e)),
             }
         });
         if let Some(e) = failed {
-            return Err(e.into());
+            return Err(e);
         }
         if let Ok(read) = std::fs::read_dir(layout.pinned(Subdir::Trash)) {
             for item in read.flatten() {

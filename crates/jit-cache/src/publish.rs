@@ -184,9 +184,21 @@ fn locked_build(
     layout.ensure_dir(&key_dir)?;
     let target = layout.entry_dir(&prepared.key, &variant);
     if std::fs::symlink_metadata(&target).is_ok() {
-        // Under the lock, an existing directory for this variant that the lookup did not accept
-        // is corrupt or planted: move it aside (readers that hold it keep their copy).
-        move_to_trash(layout, &target)?;
+        if layout.protocol == crate::fstype::Protocol::Shared {
+            // Another host may have published it since our lookup (its key lock is invisible
+            // under `local_lock`, or our negative lookup cache hid it): use it when whole, and
+            // never move aside what another host may hold.
+            let adopted = crate::liveness::adopt_existing(
+                layout, prepared, spec.kind, &target, &compiled, &inputs,
+            )?;
+            if let Some(built) = adopted {
+                return Ok(built);
+            }
+        } else {
+            // Under the lock, an existing directory for this variant that the lookup did not
+            // accept is corrupt or planted: move it aside (readers that hold it keep their copy).
+            move_to_trash(layout, &target)?;
+        }
     }
     hooks::point("publishing");
     let deferred = hooks::defer_artifact(&output);
@@ -305,7 +317,9 @@ fn open_published(
             warning: None,
             inputs: Some(Arc::new(inputs)),
         })),
-        Err(Unusable::Absent) if published.is_some() => {
+        // Injected bug `loser-asserts` (negative control): a loser that insists on seeing the
+        // winner's entry, as DeepEP's did.
+        Err(Unusable::Absent) if published.is_some() && !injected_loser_asserts() => {
             let artifact = private_copy(kind, compiled.artifact_bytes)?;
             Ok(Built::Answer(Answer {
                 artifact,
@@ -327,6 +341,17 @@ fn open_published(
             &target,
             std::io::Error::other(why),
         )),
+    }
+}
+
+fn injected_loser_asserts() -> bool {
+    #[cfg(feature = "failpoints")]
+    {
+        crate::failpoints::bug("loser-asserts")
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        false
     }
 }
 
