@@ -283,10 +283,7 @@ impl Cache {
                     self.memos.remember(&prepared, &answer);
                     return Ok(answer);
                 }
-                Ok(Built::Moved { path, bytes }) if !fresh => {
-                    let _ = (path, bytes);
-                    fresh = true;
-                }
+                Ok(Built::Moved { .. }) if !fresh => fresh = true,
                 Ok(Built::Moved { path, bytes }) => {
                     let artifact = crate::compile::private_copy(request.spec.kind, bytes.to_vec())?;
                     return Ok(Answer {

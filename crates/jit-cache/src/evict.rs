@@ -88,8 +88,6 @@ pub(crate) enum Evicted {
 /// its target, and the entry's parents are reached from the `entries/` descriptor opened at
 /// [`Layout::open`], so a symlink planted in place of a cache directory is refused.
 pub(crate) fn move_to_trash(layout: &Layout, path: &Path) -> Result<()> {
-    #[cfg(feature = "failpoints")]
-    crate::failpoints::trashing(path);
     let Some((parent, name)) = open_parent(layout, path)? else {
         return Ok(());
     };
@@ -226,6 +224,8 @@ fn open_parent<'p>(layout: &Layout, path: &'p Path) -> Result<Option<(OwnedFd, &
 
 /// Renames `name` in `parent` to a fresh name in `trash/`, both named through descriptors.
 fn rename_to_trash(layout: &Layout, parent: &OwnedFd, name: &OsStr, shown: &Path) -> Result<()> {
+    // Every move into the trash goes through here, so the crash harness sees each eviction.
+    crate::hooks::trashing(shown);
     let from = layout
         .fd_path(parent.as_fd(), shown.parent().unwrap_or(shown))
         .join(name);

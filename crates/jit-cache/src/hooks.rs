@@ -41,6 +41,15 @@ pub(crate) fn point(name: &str) {
     let _ = name;
 }
 
+/// An entry (or anything at an entry's path) is about to be moved into the trash.
+#[inline]
+pub(crate) fn trashing(path: &Path) {
+    #[cfg(feature = "failpoints")]
+    crate::failpoints::trashing(path);
+    #[cfg(not(feature = "failpoints"))]
+    let _ = path;
+}
+
 /// A builder found a corrupt entry under its lock (a correct protocol never leaves one).
 #[inline]
 pub(crate) fn corrupt_found(dir: &Path, why: &str) {
@@ -107,4 +116,14 @@ pub(crate) fn write_deferred(deferred: bool, path: &Path, bytes: &[u8]) -> Resul
     #[cfg(not(feature = "failpoints"))]
     let _ = (deferred, path, bytes);
     Ok(())
+}
+
+/// The injected bug `loser-asserts` (a negative control of the multi-host tests): a publish-race
+/// loser that insists on seeing the winner's entry, as DeepEP's did, instead of answering with
+/// its own output.
+pub(crate) fn loser_asserts() -> bool {
+    #[cfg(feature = "failpoints")]
+    return crate::failpoints::bug("loser-asserts");
+    #[cfg(not(feature = "failpoints"))]
+    false
 }

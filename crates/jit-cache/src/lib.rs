@@ -2,40 +2,50 @@
 //!
 //! ```no_compile
 //! let cache = Cache::open(root)?;
-//! let built = cache.get_or_build(&KernelSpec::from_file("kernels/gemm.cu").include_dir("include"))?;
-//! println!("{}: {}", built.outcome, built.artifact.path().display()); // hit, built or rebuilt (why)
+//! let answer = cache.get_or_build(&KernelSpec::from_file("kernels/gemm.cu").include_dir("include"))?;
+//! println!("{}: {}", answer.outcome, answer.artifact.path().display()); // hit, built or rebuilt (why)
 //! ```
 //!
 //! # Guarantees
 //! - **Never partial.** An entry becomes visible with one rename of a staging directory whose
 //!   files were written and fsynced, `meta.json` last; a reader opens the entry directory once and
 //!   reads everything relative to it, so it sees no entry or a whole one, never a mix of two.
-//! - **Never stale.** Keys are content digests of the source, flags, defines, arch list, output
-//!   kind, compiler identity (binary, companions, version), host compiler, the environment that
-//!   changes nvcc's output, and the caller's extra components; never mtimes or absolute paths.
-//!   Each entry also records the headers its compile read, relative to the include directory that
-//!   resolved them, and a hit revalidates them (a `stat` each through the stat cache), including
-//!   that no new header now shadows one of them.
+//! - **Never stale, never another request's.** A request is resolved once, when it is made
+//!   (paths against the working directory of that moment, the search path parsed from every
+//!   search-path flag nvcc accepts). Keys are content digests of the source, flags, defines, arch
+//!   list, output kind, compiler identity (binary, companions, version), the identity of the host
+//!   compiler the request uses (`-ccbin`), the environment that changes nvcc's output, and the
+//!   caller's extra components; never mtimes or absolute paths. Each entry also records what its
+//!   compile depended on by the compiler's own search rules: the headers it read, by content,
+//!   relative to the search-path entry that spells them, and every place a directive looked first
+//!   and found nothing. A hit revalidates both (a `stat` each, through settled stamps and the stat
+//!   cache). An input that changed while the compiler ran is never published.
 //! - **Durable.** Nothing is reported built before its data and directory entries are fsynced
 //!   (`durable-fs`); an fsync error is returned, never retried into success, never published.
-//! - **Compiled once.** Threads of one process share one build (single flight); processes share
-//!   one build through a per-key `flock` held from the re-check through publication. A failed
-//!   compile is recorded with a snapshot of its inputs, so the next callers get its diagnostics at
-//!   once until an input changes or they [`Cache::retry`].
+//! - **Compiled once.** Threads of one process share one build for an identical request (same
+//!   key and search path); processes share one build through a per-key `flock` held from the
+//!   re-check through publication. A failure of the source's own is recorded with what it depended
+//!   on, so the next callers get its diagnostics at once until an input changes or they
+//!   [`Cache::retry`]; a timeout, a signal or a full disk is never recorded.
 //! - **kill -9 safe.** Locks die with their holders; staging directories of dead builders are
 //!   swept; a half-built entry is never visible.
 //! - **Never fails the application for the cache's sake.** A full, read-only or failing cache
-//!   compiles privately and says so in [`Built::warning`].
+//!   compiles privately and says so in [`Answer::warning`].
 //! - **Pinned artifacts.** An [`Artifact`]'s path stays valid while it lives: it holds a shared
 //!   lock on its entry, and eviction skips pinned entries.
 //!
 //! # Limitations
 //! - NFS: `flock` is emulated with `fcntl` locks and needs the lock file open for writing (it is);
 //!   a loser that cannot see the winner's entry yet (negative lookup cache) uses a private copy.
-//! - Toolkit and system headers (under nvcc's root, `/usr/include`) are revalidated once per
-//!   process; project headers on every hit. A header whose stat tuple (device, inode, size,
+//! - Toolkit headers and the host compiler's built-in directories are revalidated once per
+//!   process; everything else on every hit. A header whose stat tuple (device, inode, size,
 //!   mtime, ctime) is unchanged since it was hashed, and was then older than two seconds, is taken
 //!   as unchanged without re-hashing (git's racy-timestamp rule).
+//! - `__has_include` probes leave no trace in the compiler's dependency file: a header added where
+//!   only such a probe looked is not seen. A header reached through `#include MACRO` is recorded
+//!   conservatively (absent in every earlier search directory), not in its includer's directory.
+//!   Flags that change the search in ways the model does not follow (`-idirafter`, `-nostdinc`,
+//!   `--sysroot`, `-I-`) are refused with the reason. See ARCHITECTURE.md, "The include model".
 //! - A stale or corrupt entry is moved aside before its replacement is renamed in, so a reader
 //!   may briefly find the entry absent (never partial).
 //! - A team cache (`RootMode::Team`, CLI `--team`) needs its root prepared by an administrator:

@@ -319,7 +319,7 @@ fn open_published(
         })),
         // Injected bug `loser-asserts` (negative control): a loser that insists on seeing the
         // winner's entry, as DeepEP's did.
-        Err(Unusable::Absent) if published.is_some() && !injected_loser_asserts() => {
+        Err(Unusable::Absent) if published.is_some() && !hooks::loser_asserts() => {
             let artifact = private_copy(kind, compiled.artifact_bytes)?;
             Ok(Built::Answer(Answer {
                 artifact,
@@ -341,17 +341,6 @@ fn open_published(
             &target,
             std::io::Error::other(why),
         )),
-    }
-}
-
-fn injected_loser_asserts() -> bool {
-    #[cfg(feature = "failpoints")]
-    {
-        crate::failpoints::bug("loser-asserts")
-    }
-    #[cfg(not(feature = "failpoints"))]
-    {
-        false
     }
 }
 
