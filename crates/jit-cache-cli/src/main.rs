@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 a compile failed, 2 usage, 3 cache error.
 
 mod args;
+mod launcher;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
@@ -16,6 +17,11 @@ const EXIT_COMPILE: u8 = 1;
 const EXIT_CACHE: u8 = 3;
 
 fn main() -> ExitCode {
+    // `jit-cache nvcc ...`, `jit-cache /path/to/nvcc ...` or a symlink named `nvcc`: nvcc's
+    // arguments, not ours.
+    if let Some(code) = launcher::dispatch() {
+        return code;
+    }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => ExitCode::from(code),
@@ -74,7 +80,15 @@ fn run(cli: &Cli) -> Result<u8, Error> {
         Command::Stats => {
             let stats = cache.stats()?;
             if cli.json {
-                println!("{}", json!({ "root": cache.root(), "stats": stats }));
+                let launcher: serde_json::Map<String, serde_json::Value> =
+                    launcher::counts(cache.root())
+                        .into_iter()
+                        .map(|(line, count)| (line, count.into()))
+                        .collect();
+                println!(
+                    "{}",
+                    json!({ "root": cache.root(), "stats": stats, "launcher": launcher })
+                );
             } else {
                 println!("root:            {}", cache.root().display());
                 println!("entries:         {}", stats.entries);
@@ -83,6 +97,9 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                 println!("failures:        {}", stats.failures);
                 println!("staging:         {}", stats.staging);
                 println!("trash:           {}", stats.trash);
+                for (line, count) in launcher::counts(cache.root()) {
+                    println!("launcher {line}: {count}");
+                }
                 println!("filesystem:      {}", stats.filesystem);
                 println!("protocol:        {}", stats.protocol);
             }

@@ -33,6 +33,8 @@ pub(crate) struct Compiled {
     pub(crate) artifact_bytes: Vec<u8>,
     /// Every file the compile read (from its dependency file), as the compiler spelled it.
     pub(crate) read: Vec<PathBuf>,
+    /// The compiler's stderr (warnings), kept in the entry's compiler record.
+    pub(crate) stderr: String,
     pub(crate) compile_ms: u64,
     /// When the compile started, on the clock file timestamps use.
     pub(crate) started: Instant,
@@ -74,6 +76,8 @@ pub(crate) fn compile(
     } else if let Some(arch) = spec.arches.first() {
         job = job.arch(arch);
     }
+    // An empty arch list leaves the targets to the flags (`-arch`, `-gencode`, ...) or to nvcc's
+    // default: the launcher passes a command line's own targets that way.
     for dir in &request.include_dirs {
         job = job.include_dir(dir);
     }
@@ -100,6 +104,7 @@ pub(crate) fn compile(
     Ok(Compiled {
         artifact_bytes,
         read: out.headers,
+        stderr: out.stderr,
         compile_ms,
         started,
     })

@@ -71,6 +71,7 @@
 mod batch;
 mod cache;
 mod compile;
+mod compiler_record;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod entry;
@@ -101,6 +102,7 @@ mod toolchain;
 
 pub use batch::Progress;
 pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome};
+pub use compiler_record::{CompilerRecord, Prerequisite};
 pub use entry::Artifact;
 pub use error::{CompileFailed, Error, FailureCause, Result};
 pub use fstype::{Sharing, SHARING_ENV};

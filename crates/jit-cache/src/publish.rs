@@ -170,6 +170,13 @@ fn locked_build(
         compile_ms: compiled.compile_ms,
         host: crate::toolchain::host_name(),
     };
+    // What the compiler printed and read, for launchers (inside the entry's one rename).
+    crate::compiler_record::write(
+        staging.path(),
+        &compiled.stderr,
+        &compiled.read,
+        &prepared.search,
+    );
     hooks::point("writing-meta");
     let meta_path = staging.path().join(entry::META_FILE);
     write_record(&meta_path, &meta)?;

@@ -62,6 +62,7 @@ pub struct KernelSpec {
     /// What to produce.
     pub kind: OutputKind,
     /// Target architectures such as `sm_90` (one `-arch`, or one `-gencode` each for fatbins).
+    /// Empty: the flags name the targets (`-arch`, `-gencode`, ...), or nvcc's default applies.
     pub arches: Vec<String>,
     /// `-I` directories, in search order.
     pub include_dirs: Vec<PathBuf>,
@@ -181,9 +182,6 @@ impl KernelSpec {
             reason,
         };
         validate_name(&self.name).map_err(bad)?;
-        if self.arches.is_empty() {
-            return Err(bad("the arch list is empty".into()));
-        }
         for arch in &self.arches {
             let ok = arch.len() <= 32
                 && (arch.starts_with("sm_") || arch.starts_with("compute_"))
@@ -270,11 +268,10 @@ mod tests {
     fn specs_with_bad_arches_or_flags_are_refused() {
         let spec = KernelSpec::from_text("k", "k.cu", "");
         assert!(spec.clone().arches(["sm_90; rm -rf /"]).validate().is_err());
-        assert!(spec
-            .clone()
-            .arches(Vec::<String>::new())
-            .validate()
-            .is_err());
+        assert!(
+            spec.clone().arches(Vec::<String>::new()).validate().is_ok(),
+            "an empty arch list leaves the targets to the flags"
+        );
         assert!(spec.clone().flag("a\0b").validate().is_err());
         assert!(
             spec.clone().arches(["sm_80", "sm_90"]).validate().is_err(),

@@ -282,8 +282,10 @@ impl CompileJob {
     /// use nvcc's `-MD`, whose depfile covers every pass; so does a depfile path with a comma,
     /// which `-Xcompiler` would split.
     fn depfile_args(&self, depfile: &Path) -> Vec<OsString> {
+        // Only a job that names its one target itself is known to have one device pass; targets
+        // given in the flags (or nvcc's default) get nvcc's own `-MD`, which covers every pass.
         let single_device_pass =
-            matches!(self.kind, OutputKind::Cubin | OutputKind::Ptx) && self.targets.len() <= 1;
+            matches!(self.kind, OutputKind::Cubin | OutputKind::Ptx) && self.targets.len() == 1;
         match depfile.to_str() {
             Some(path) if single_device_pass && !path.contains(',') => {
                 vec![format!("-Xcompiler=-MD,-MF,{path}").into()]

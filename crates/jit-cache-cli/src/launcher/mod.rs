@@ -1,0 +1,347 @@
+//! The nvcc launcher: `jit-cache nvcc ARGS`, `jit-cache /path/to/nvcc ARGS` (what CMake's
+//! `CMAKE_CUDA_COMPILER_LAUNCHER` runs), or this binary invoked as `nvcc` through a symlink.
+//!
+//! A cacheable command (one `.cu` source to an object, cubin, PTX or fatbin; see `parse.rs`)
+//! is answered from the library's cache ([`jit_cache::Cache::get_or_build_with_record`]): the
+//! output is written atomically (`durable_fs::put`: temp file beside it, rename), the dependency
+//! file the command asked for is written as nvcc writes it (`depfile.rs`), the compiler's stderr
+//! is replayed, and the exit status is 0, on a hit exactly as on a miss. Everything else runs
+//! the real nvcc unchanged (`exec`), and the reason is counted for `jit-cache stats`: an
+//! uncacheable command, a compile error (nvcc prints its own diagnostics), or a cache that
+//! cannot answer exactly.
+//!
+//! The key is the library's: the source, the headers the compile read, every flag, the
+//! environment nvcc reads (`NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS`, `CPATH`, ...), the
+//! toolchain and host compiler. The output path, the `-MT` target and the dependency file's
+//! path never enter it, so build directories share entries.
+//!
+//! nvcc writes nothing to stdout for these commands (its warnings and `-Xptxas -v` reports go
+//! to stderr); stdout is not replayed.
+
+mod depfile;
+mod parse;
+
+use jit_cache::{Cache, CacheOptions, Error, KernelSpec, OutputKind};
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The file under the cache root where uncacheable commands and fallbacks are counted (one
+/// line each, appended).
+pub(crate) const LOG_FILE: &str = "launcher.log";
+
+/// Set to `1` to run the real nvcc for every command (for comparisons).
+const DISABLE_ENV: &str = "JIT_CACHE_DISABLE";
+
+/// When this process is a launcher invocation, runs it and returns its exit code.
+pub(crate) fn dispatch() -> Option<ExitCode> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let invoked_as = args
+        .first()
+        .map(|a| Path::new(a).file_name().unwrap_or(a.as_os_str()).to_owned())
+        .unwrap_or_default();
+    if invoked_as == "nvcc" {
+        return Some(launch(None, &args[1..]));
+    }
+    let first = args.get(1)?;
+    if first == "nvcc" {
+        return Some(launch(None, &args[2..]));
+    }
+    let bytes = first.as_encoded_bytes();
+    if bytes.contains(&b'/') && !bytes.starts_with(b"-") {
+        return Some(launch(Some(PathBuf::from(first)), &args[2..]));
+    }
+    None
+}
+
+/// The real nvcc: the one named, else `NVCC`, `CUDA_HOME/bin/nvcc`, `CUDA_PATH/bin/nvcc`, each
+/// `PATH` entry, then the library's search (pip venvs, `/usr/local/cuda`), never this binary.
+fn real_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
+    let me = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("find this executable: {e}"))?;
+    let is_me = |p: &Path| std::fs::canonicalize(p).is_ok_and(|c| c == me);
+    if let Some(named) = named {
+        if is_me(&named) {
+            return Err(format!("{} is this launcher, not nvcc", named.display()));
+        }
+        return Ok(named);
+    }
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(nvcc) = std::env::var_os("NVCC").filter(|v| !v.is_empty()) {
+        candidates.push(nvcc.into());
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(root) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            candidates.push(Path::new(&root).join("bin").join("nvcc"));
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("nvcc")));
+    }
+    if let Ok(found) = nvcc::Nvcc::locate() {
+        candidates.push(found.path().to_path_buf());
+    }
+    candidates
+        .into_iter()
+        .find(|c| c.is_file() && !is_me(c))
+        .ok_or_else(|| {
+            "no nvcc found (set NVCC, CUDA_HOME or PATH; the launcher never runs itself)".into()
+        })
+}
+
+fn launch(named: Option<PathBuf>, args: &[OsString]) -> ExitCode {
+    let real = match real_nvcc(named) {
+        Ok(real) => real,
+        Err(why) => {
+            eprintln!("jit-cache: {why}");
+            return ExitCode::from(127);
+        }
+    };
+    match try_cached(&real, args) {
+        Ok(code) => code,
+        Err(fallback) => {
+            if let Some(line) = fallback.log_line() {
+                log(&line);
+            }
+            run_real(&real, args)
+        }
+    }
+}
+
+/// Why the real nvcc runs instead.
+enum Fallback {
+    /// Not one cacheable compile: counted as `uncacheable: <reason>`.
+    Uncacheable(String),
+    /// The compile failed: nvcc prints its own diagnostics and exit status. Not counted.
+    CompileFailed,
+    /// The cache could not answer exactly: counted as `fallback: <reason>`.
+    Cache(String),
+}
+
+impl Fallback {
+    fn log_line(&self) -> Option<String> {
+        match self {
+            Fallback::Uncacheable(why) => Some(format!("uncacheable: {why}")),
+            Fallback::CompileFailed => None,
+            Fallback::Cache(why) => Some(format!("fallback: {why}")),
+        }
+    }
+}
+
+/// Replaces this process with the real nvcc, arguments unchanged.
+fn run_real(real: &Path, args: &[OsString]) -> ExitCode {
+    let err = std::process::Command::new(real).args(args).exec();
+    eprintln!("jit-cache: run {}: {err}", real.display());
+    ExitCode::from(127)
+}
+
+/// Appends one line to the launcher log under the default root. Best effort: counting never
+/// fails a build.
+fn log(line: &str) {
+    let Some(root) = jit_cache::default_root() else {
+        return;
+    };
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join(LOG_FILE))
+    {
+        // One write of one line: O_APPEND keeps concurrent launchers' lines whole.
+        let _ = file.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
+/// The counts in the launcher log, by line, most frequent first.
+pub(crate) fn counts(root: &Path) -> Vec<(String, usize)> {
+    let text = std::fs::read_to_string(root.join(LOG_FILE)).unwrap_or_default();
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        *counts.entry(line).or_default() += 1;
+    }
+    let mut out: Vec<(String, usize)> = counts
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
+    if std::env::var_os(DISABLE_ENV).is_some_and(|v| v == "1") {
+        return Err(Fallback::Uncacheable(format!("{DISABLE_ENV}=1")));
+    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_str().map(str::to_string))
+        .collect::<Option<_>>()
+        .ok_or_else(|| Fallback::Uncacheable("an argument that is not UTF-8".into()))?;
+    let command = parse::parse(&args, &|file| std::fs::read_to_string(file))
+        .map_err(|parse::Uncacheable(why)| Fallback::Uncacheable(why))?;
+    let working_dir = std::env::current_dir()
+        .map_err(|e| Fallback::Cache(format!("read the working directory: {e}")))?;
+    let root = jit_cache::default_root()
+        .ok_or_else(|| Fallback::Cache("no cache directory (set JIT_CACHE_DIR)".into()))?;
+    let nvcc = nvcc::Nvcc::at(real).map_err(|e| Fallback::Cache(e.to_string()))?;
+    let cache = Cache::open_with(&root, CacheOptions::default().nvcc(nvcc))
+        .map_err(|e| Fallback::Cache(e.to_string()))?;
+
+    let spec = spec_for(&command);
+    let (answer, record) = match cache.get_or_build_with_record(&spec) {
+        Ok(answered) => answered,
+        Err(e) if e.compile_failure().is_some() => return Err(Fallback::CompileFailed),
+        Err(Error::InvalidSpec { reason, .. }) => return Err(Fallback::Uncacheable(reason)),
+        Err(e) => return Err(Fallback::Cache(e.to_string())),
+    };
+    let record = record.ok_or_else(|| {
+        Fallback::Cache(match &answer.warning {
+            Some(w) => format!("compiled uncached: {w}"),
+            None => "the entry has no compiler record".into(),
+        })
+    })?;
+    let spellings = spellings(&command, &working_dir);
+    let depfile = match &command.deps {
+        None => None,
+        Some(deps) => {
+            let prerequisites = depfile::prerequisites(&record, &spellings, deps.system_headers)
+                .ok_or_else(|| {
+                    Fallback::Cache("a header outside this command's directories".into())
+                })?;
+            let target = deps
+                .target
+                .clone()
+                .or_else(|| command.output.clone())
+                .unwrap_or_else(|| {
+                    depfile::beside_stem(&command.source, "o")
+                        .to_string_lossy()
+                        .into_owned()
+                });
+            let path = match (&deps.file, &command.output) {
+                (Some(file), _) => PathBuf::from(file),
+                (None, Some(output)) => Path::new(output).with_extension("d"),
+                (None, None) => depfile::beside_stem(&command.source, "d"),
+            };
+            let bytes = depfile::render(&target, &command.source, &prerequisites, deps.phony);
+            Some((working_dir.join(path), bytes))
+        }
+    };
+    let output = working_dir.join(match &command.output {
+        Some(output) => PathBuf::from(output),
+        None => depfile::beside_stem(&command.source, extension(command.kind)),
+    });
+    // Written whole or not at all: a reader (or a killed launcher) never leaves a partial file.
+    durable_fs::put(&output, answer.artifact.bytes())
+        .map_err(|e| Fallback::Cache(format!("write output: {e}")))?;
+    if let Some((path, bytes)) = depfile {
+        durable_fs::put(&path, &bytes)
+            .map_err(|e| Fallback::Cache(format!("write dependency file: {e}")))?;
+    }
+    let stderr = spellings.respell_text(&record.stderr);
+    let _ = std::io::stderr().write_all(stderr.as_bytes());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn extension(kind: OutputKind) -> &'static str {
+    kind.extension()
+}
+
+/// The library's spec for a parsed command: the source as given, the kind, no arch list (the
+/// flags carry the targets, or nvcc's default applies), every other option as a flag.
+fn spec_for(command: &parse::Command) -> KernelSpec {
+    let mut spec = KernelSpec::from_file(&command.source)
+        .kind(command.kind)
+        .arches(Vec::<String>::new());
+    // The name names the slot only (never the key); a stem the library refuses as a name
+    // (`.x.cu`, `-x.cu`) gets a neutral one.
+    if spec.validate().is_err() {
+        spec = spec.name("kernel");
+    }
+    for flag in command.library_flags() {
+        spec = spec.flag(flag);
+    }
+    spec
+}
+
+/// Every directory this command and its environment name, as the library resolves them and as
+/// the command spells them: the source's directory, the working directory, `-I`, `-isystem`,
+/// the host compiler's `-I`/`-iquote`/`-isystem`, `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`,
+/// `CPATH` and `CPLUS_INCLUDE_PATH`.
+fn spellings(command: &parse::Command, working_dir: &Path) -> depfile::Spellings {
+    let mut s = depfile::Spellings::default();
+    let source_dir = Path::new(&command.source)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    s.add(working_dir, &source_dir);
+    s.add(working_dir, "");
+    let mut args = Vec::new();
+    for var in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
+        if let Some(value) = std::env::var(var).ok() {
+            args.extend(value.split_whitespace().map(str::to_string));
+        }
+    }
+    args.extend(command.library_flags());
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        let (name, value) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (arg, None),
+        };
+        let take = |i: &mut usize| -> Option<String> {
+            value.clone().or_else(|| {
+                let v = args.get(*i).cloned();
+                *i += 1;
+                v
+            })
+        };
+        match name {
+            "-I" | "--include-path" | "-isystem" | "--system-include" => {
+                if let Some(v) = take(&mut i) {
+                    for dir in v.split(',').filter(|d| !d.is_empty()) {
+                        s.add(working_dir, dir);
+                    }
+                }
+            }
+            "-Xcompiler" | "--compiler-options" => {
+                if let Some(v) = take(&mut i) {
+                    let items: Vec<&str> = v.split(',').collect();
+                    let mut k = 0;
+                    while k < items.len() {
+                        let item = items[k];
+                        k += 1;
+                        for prefix in ["-iquote", "-isystem", "-I"] {
+                            if let Some(rest) = item.strip_prefix(prefix) {
+                                let dir = if rest.is_empty() {
+                                    k += 1;
+                                    items.get(k - 1).copied().unwrap_or("")
+                                } else {
+                                    rest
+                                };
+                                s.add(working_dir, dir);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            _ if name.starts_with("-I") && name.len() > 2 => {
+                s.add(working_dir, &arg[2..]);
+            }
+            _ => {}
+        }
+    }
+    for var in ["CPATH", "CPLUS_INCLUDE_PATH"] {
+        if let Some(value) = std::env::var_os(var) {
+            for dir in std::env::split_paths(&value) {
+                if let Some(dir) = dir.to_str().filter(|d| !d.is_empty()) {
+                    s.add(working_dir, dir);
+                }
+            }
+        }
+    }
+    s
+}
