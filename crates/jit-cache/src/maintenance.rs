@@ -316,7 +316,7 @@ fn problem(dir: &Path, meta: Result<Meta>) -> Option<String> {
         }
         Err(e) => Some(format!("meta.json unusable: {e}")),
         Ok(meta) => {
-            let kind = kind_from_name(&meta.kind);
+            let kind = nvcc::OutputKind::from_name(&meta.kind);
             let variant = crate::layout::variant_dir_name(&meta.variant);
             let checked = kind
                 .ok_or_else(|| format!("unknown kind `{}`", meta.kind))
@@ -413,12 +413,4 @@ fn info(dir: &Path, meta: Meta) -> Option<EntryInfo> {
         created_unix_ms: meta.created_unix_ms,
         last_use_unix: stat.atime(),
     })
-}
-
-/// Parses an output kind's stored name.
-pub(crate) fn kind_from_name(name: &str) -> Option<nvcc::OutputKind> {
-    use nvcc::OutputKind::*;
-    [Cubin, Ptx, Fatbin, Object, SharedLibrary]
-        .into_iter()
-        .find(|k| k.name() == name)
 }
