@@ -37,6 +37,9 @@ pub enum Outcome {
         /// Why the earlier variant could not be used.
         reasons: Vec<String>,
     },
+    /// Not in this host's cache: a variant another host built was fetched from the remote tier,
+    /// verified (size and blake3) and published locally.
+    Fetched,
 }
 
 impl std::fmt::Display for Outcome {
@@ -45,6 +48,7 @@ impl std::fmt::Display for Outcome {
             Outcome::Hit => write!(f, "hit"),
             Outcome::Built => write!(f, "built"),
             Outcome::Rebuilt { reasons } => write!(f, "rebuilt ({})", reasons.join("; ")),
+            Outcome::Fetched => write!(f, "fetched"),
         }
     }
 }
@@ -74,6 +78,8 @@ pub struct CacheOptions {
     pub nvcc: Option<nvcc::Nvcc>,
     /// How many variants (header sets) one key keeps; the least recently built go first.
     pub max_variants: usize,
+    /// A fleet's remote tier, consulted on a local miss (see [`crate::Remote`]); none by default.
+    pub remote: Option<crate::remote::Remote>,
     /// Whether other hosts may share the root (detected from its filesystem by default).
     pub sharing: crate::fstype::Sharing,
 }
@@ -84,6 +90,7 @@ impl Default for CacheOptions {
             mode: RootMode::Private,
             nvcc: None,
             max_variants: 8,
+            remote: None,
             sharing: crate::fstype::Sharing::Detect,
         }
     }
@@ -99,6 +106,12 @@ impl CacheOptions {
     /// Says whether other hosts may share the root (NFS, Lustre), overriding detection.
     pub fn sharing(mut self, sharing: crate::fstype::Sharing) -> Self {
         self.sharing = sharing;
+        self
+    }
+
+    /// Shares kernels with other hosts through a remote tier.
+    pub fn remote(mut self, remote: crate::remote::Remote) -> Self {
+        self.remote = Some(remote);
         self
     }
 

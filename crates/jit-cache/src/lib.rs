@@ -92,6 +92,7 @@ mod memo;
 mod publish;
 mod record_text;
 mod records;
+mod remote;
 mod request;
 mod scan;
 mod search;
@@ -111,6 +112,9 @@ pub use layout::{default_root, RootMode, FORMAT_DIR};
 pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH};
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
+pub use remote::{
+    Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier, TierError, TierErrorKind,
+};
 pub use spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};
 
 /// The README's examples compile (`cargo test --doc`).

@@ -121,6 +121,12 @@ fn locked_build(
         hooks::corrupt_found(dir, why);
         move_to_trash(layout, dir)?;
     }
+    // The fleet's remote tier: a verified variant another host built, its shared failure, or
+    // its lease (held through the upload below) so that one host compiles.
+    let lease = match crate::remote::before_compile(cache, layout, request, prepared)? {
+        crate::remote::Before::Fetched(built) => return Ok(built),
+        crate::remote::Before::Compile(lease) => lease,
+    };
 
     let staging = layout.new_staging_dir()?;
     let scratch = layout.new_staging_dir()?;
@@ -136,6 +142,7 @@ fn locked_build(
         Ok(compiled) => compiled,
         Err((Error::Compile(failure), started)) => {
             record_failure(cache, layout, request, prepared, &failure, started);
+            crate::remote::share_failure(cache, layout, prepared, &failure, lease);
             return Err(Error::Compile(failure));
         }
         Err((e, _)) => return Err(e),
@@ -230,6 +237,7 @@ fn locked_build(
     prune_variants(layout, &key_dir, cache.options.max_variants)?;
     let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
     log_event(layout, "build", &spec.name, compiled.compile_ms);
+    crate::remote::share_build(cache, layout, &meta, &compiled.artifact_bytes, lease);
     let outcome = match reasons {
         Some(reasons) => Outcome::Rebuilt { reasons },
         None => Outcome::Built,
