@@ -1,0 +1,78 @@
+//! Private mount namespaces and raw mount calls (as in powercut-fs).
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn cstring(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+pub(crate) fn enter_private_mount_namespace() -> io::Result<()> {
+    // SAFETY: unshare only changes this thread's namespaces; CLONE_NEWNS implies CLONE_FS, which
+    // the kernel allows per thread, so other threads keep the machine's namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a valid NUL-terminated target and null source, type and data, as mount(2) allows
+    // for a propagation change.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `umount2(path, flags)`.
+pub(crate) fn umount(path: &Path, flags: i32) -> io::Result<()> {
+    let path = cstring(path)?;
+    // SAFETY: `path` is a valid NUL-terminated string for the duration of the call.
+    if unsafe { libc::umount2(path.as_ptr(), flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The FUSE connection number of the filesystem mounted at `path` (its kernel `dev_t`), the name
+/// of its directory under `/sys/fs/fuse/connections`.
+pub(crate) fn fuse_connection(path: &Path) -> io::Result<u64> {
+    let dev = std::fs::metadata(path)?;
+    let dev = std::os::unix::fs::MetadataExt::dev(&dev);
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    Ok((u64::from(major) << 20) | u64::from(minor))
+}
+
+/// Aborts a FUSE connection through fusectl, mounting fusectl in this (private) namespace if it
+/// is not there yet: open files on a lazily detached mount then fail with ENOTCONN and the
+/// daemon's request loop ends.
+pub(crate) fn abort_fuse_connection(connection: u64) -> io::Result<()> {
+    let dir = Path::new("/sys/fs/fuse/connections");
+    let abort = dir.join(connection.to_string()).join("abort");
+    if !abort.exists() {
+        let (source, target, fstype) = (c"fusectl", cstring(dir)?, c"fusectl");
+        // SAFETY: all pointers are valid NUL-terminated strings or null for the call.
+        let rc = unsafe {
+            libc::mount(
+                source.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    std::fs::write(&abort, b"1")
+}

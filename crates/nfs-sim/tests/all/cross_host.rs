@@ -1,0 +1,223 @@
+//! The cache's promises across hosts (issue 13), each with its negative control: the same
+//! scenario under an injected bug (jit-cache's `failpoints`) must break the promise visibly.
+
+use crate::support::*;
+use nfs_sim::{Cluster, Locks};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Host 0 builds a kernel whose compile waits at a gate; meanwhile the build is made to look
+/// 30 s old (its staging mtimes forged) and host 1 sweeps, with `bug` injected there. Returns
+/// how many leftovers host 1 swept and host 0's answer.
+fn builder_against_a_sweeper(bug: Option<&str>) -> Option<(u64, serde_json::Value)> {
+    let c = cluster(2, Duration::from_secs(1), Locks::Shared)?;
+    let bench = Bench::new();
+    let root = c.root().join("cache");
+    let root_s = root.to_str().expect("utf-8 path").to_string();
+    let nvcc = bench.nvcc.to_str().expect("utf-8 path").to_string();
+    let gate = bench.path("gate");
+    let gate_s = gate.to_str().expect("utf-8").to_string();
+    let builder = host_op(
+        &c,
+        0,
+        &bench,
+        &[("FAKE_NVCC_GATE", &gate_s)],
+        &["build", &root_s, &nvcc, "slow"],
+    );
+    wait_until("host 0's compile to start", LONG, || {
+        bench.path("gate.waiting").exists()
+    });
+    let staging = root.join(jit_cache::FORMAT_DIR).join("staging");
+    c.on(1, move || age_children(&staging, 30));
+    let env: Vec<(&str, &str)> = bug
+        .map(|b| ("JIT_CACHE_INJECT_BUG", b))
+        .into_iter()
+        .collect();
+    let sweep = answer(host_op(&c, 1, &bench, &env, &["sweep", &root_s]));
+    std::fs::write(&gate, b"").expect("open the gate");
+    let built = answer(builder);
+    Some((sweep["swept"].as_u64().expect("a count"), built))
+}
+
+#[test]
+fn a_builder_on_one_host_is_never_swept_by_another() {
+    let Some((swept, built)) = builder_against_a_sweeper(None) else {
+        return;
+    };
+    assert_eq!(swept, 0, "host 1 removed nothing of host 0's live build");
+    assert_eq!(built["outcome"], "built", "{built}");
+    assert_eq!(
+        built["cached"], true,
+        "published in the cache, no warning: {built}"
+    );
+}
+
+#[test]
+fn negative_control_the_two_second_sweep_removes_a_live_build_on_another_host() {
+    let Some((swept, built)) = builder_against_a_sweeper(Some("sweep-2s")) else {
+        return;
+    };
+    assert!(
+        swept >= 1,
+        "the old rule swept host 0's live staging: {swept}"
+    );
+    // Without its staging the build fails (the source vanished mid-compile) or falls back to
+    // an uncached compile with a warning.
+    assert_ne!(
+        built["cached"], true,
+        "host 0's build lost its staging: {built}"
+    );
+}
+
+/// Host 0 builds and holds an artifact; host 1 clears the cache (with `bug` injected there);
+/// host 0 then reads its artifact's path. Returns host 1's clear report and host 0's answer.
+fn holder_against_a_clear(bug: Option<&str>) -> Option<(serde_json::Value, serde_json::Value)> {
+    let c = cluster(2, Duration::from_secs(1), Locks::Shared)?;
+    let bench = Bench::new();
+    let root_s = c.root().join("cache").to_str().expect("utf-8").to_string();
+    let nvcc = bench.nvcc.to_str().expect("utf-8").to_string();
+    let (ready, release) = (bench.path("ready"), bench.path("release"));
+    let holder = host_op(
+        &c,
+        0,
+        &bench,
+        &[],
+        &[
+            "build",
+            &root_s,
+            &nvcc,
+            "held",
+            "--hold",
+            ready.to_str().expect("utf-8"),
+            release.to_str().expect("utf-8"),
+        ],
+    );
+    wait_until("host 0 to hold its artifact", LONG, || ready.exists());
+    let env: Vec<(&str, &str)> = bug
+        .map(|b| ("JIT_CACHE_INJECT_BUG", b))
+        .into_iter()
+        .collect();
+    let cleared = answer(host_op(&c, 1, &bench, &env, &["clear", &root_s]));
+    std::fs::write(&release, b"").expect("release the holder");
+    Some((cleared, answer(holder)))
+}
+
+#[test]
+fn gc_on_another_host_never_evicts_a_held_entry() {
+    let Some((cleared, held)) = holder_against_a_clear(None) else {
+        return;
+    };
+    assert_eq!(cleared["evicted"], 0, "{cleared}");
+    assert_eq!(
+        cleared["skipped_busy"], 1,
+        "the held entry counts as pinned: {cleared}"
+    );
+    assert_eq!(
+        held["held_ok"], true,
+        "Artifact::path() still reads the bytes on host 0: {held}"
+    );
+}
+
+#[test]
+fn negative_control_pins_by_directory_flock_only_let_another_host_evict_a_held_entry() {
+    let Some((cleared, held)) = holder_against_a_clear(Some("pin-flock-only")) else {
+        return;
+    };
+    assert_eq!(
+        cleared["evicted"], 1,
+        "host 1 cannot see host 0's directory flock: {cleared}"
+    );
+    assert_eq!(held["held_ok"], false, "host 0's path dangles: {held}");
+}
+
+/// `local` locks and a long actimeo: host 1 looks the kernel up (priming a negative entry for
+/// its variant directory) and compiles behind a gate; host 0 builds and publishes the same key
+/// meanwhile (its key lock is invisible to host 1); then host 1 finishes with `bug` injected.
+/// Returns host 1's answer and how many compiles it ran.
+fn loser_hidden_from_the_winner(bug: Option<&str>) -> Option<(serde_json::Value, usize)> {
+    let c: Cluster = cluster(2, Duration::from_secs(30), Locks::Local)?;
+    let bench = Bench::new();
+    let root = c.root().join("cache");
+    let root_s = root.to_str().expect("utf-8").to_string();
+    let nvcc = bench.nvcc.to_str().expect("utf-8").to_string();
+    // A first build and eviction leave the key directory in place with no variant in it.
+    let first = answer(host_op(
+        &c,
+        0,
+        &bench,
+        &[],
+        &["build", &root_s, &nvcc, "raced"],
+    ));
+    let entry = PathBuf::from(first["path"].as_str().expect("a path"))
+        .parent()
+        .expect("entry dir")
+        .to_path_buf();
+    let aged = entry.clone();
+    c.on(0, move || age_children(&aged, 3600));
+    let cleared = answer(host_op(&c, 0, &bench, &[], &["clear", &root_s]));
+    assert_eq!(
+        cleared["evicted"], 1,
+        "setup: the first entry is evicted: {cleared}"
+    );
+    let gate = bench.path("gate");
+    let gate_s = gate.to_str().expect("utf-8").to_string();
+    let mut env = vec![("FAKE_NVCC_GATE", gate_s.as_str())];
+    if let Some(bug) = bug {
+        env.push(("JIT_CACHE_INJECT_BUG", bug));
+    }
+    let loser = host_op(&c, 1, &bench, &env, &["build", &root_s, &nvcc, "raced"]);
+    wait_until("host 1's compile to start", LONG, || {
+        bench.path("gate.waiting").exists()
+    });
+    // Host 1 looks at the variant's path while it is absent (the cache itself lists variants
+    // with readdir, which is never cached; any stat primes it): a negative entry for 30 s.
+    let primed = entry.clone();
+    assert!(
+        c.on(1, move || std::fs::symlink_metadata(&primed).is_err()),
+        "setup: the variant is absent on host 1"
+    );
+    let winner = answer(host_op(
+        &c,
+        0,
+        &bench,
+        &[],
+        &["build", &root_s, &nvcc, "raced"],
+    ));
+    assert_eq!(winner["cached"], true, "host 0 published: {winner}");
+    std::fs::write(&gate, b"").expect("open the gate");
+    let lost = answer(loser);
+    Some((lost, bench.compiles(1, "raced")))
+}
+
+#[test]
+fn a_loser_that_cannot_see_the_winner_uses_its_own_output() {
+    let Some((lost, compiles)) = loser_hidden_from_the_winner(None) else {
+        return;
+    };
+    assert!(
+        lost.get("error").is_none(),
+        "no request fails because of another host: {lost}"
+    );
+    assert_eq!(lost["outcome"], "built", "{lost}");
+    assert_eq!(
+        lost["cached"], false,
+        "the winner was hidden, so host 1 answered with a private copy of its output: {lost}"
+    );
+    assert_eq!(
+        compiles, 1,
+        "host 1 compiled once and answered with its own output: {lost}"
+    );
+}
+
+#[test]
+fn negative_control_a_loser_that_asserts_the_winner_is_visible_fails_or_compiles_again() {
+    let Some((lost, compiles)) = loser_hidden_from_the_winner(Some("loser-asserts")) else {
+        return;
+    };
+    assert!(
+        lost.get("error").is_some() || compiles > 1,
+        "the asserting loser cannot use the winner it cannot see: {lost}, {compiles} compiles"
+    );
+}
