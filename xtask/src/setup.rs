@@ -24,6 +24,9 @@ const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("fuse3", "fusermount3"),
     ("fio", "fio"),
     ("ccache", "ccache"),
+    ("ninja-build", "ninja"),
+    ("make", "make"),
+    ("cmake", "cmake"),
     ("redis-server", "redis-server"),
 ];
 

@@ -124,7 +124,6 @@ pub(crate) fn render(target: &str, source: &str, prerequisites: &[String], phony
     if phony && !prerequisites.is_empty() {
         text.push('\n');
         let rules: Vec<String> = prerequisites.iter().map(|p| format!("{p}:")).collect();
-        text.push('\n');
         text.push_str(&rules.join("\n\n"));
         text.push('\n');
     }
@@ -174,7 +173,7 @@ mod tests {
         let text = render("a b.o", "s.cu", &["h1.h".into(), "h2.h".into()], true);
         assert_eq!(
             String::from_utf8_lossy(&text),
-            "a b.o : s.cu \\\n    h1.h \\\n    h2.h\n\n\nh1.h:\n\nh2.h:\n",
+            "a b.o : s.cu \\\n    h1.h \\\n    h2.h\n\nh1.h:\n\nh2.h:\n",
             "-MP: a blank line, then one phony rule per header separated by blank lines"
         );
     }

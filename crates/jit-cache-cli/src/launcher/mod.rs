@@ -24,6 +24,7 @@ mod parse;
 use jit_cache::{Cache, CacheOptions, Error, KernelSpec, OutputKind};
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -144,6 +145,11 @@ fn log(line: &str) {
     let Some(root) = jit_cache::default_root() else {
         return;
     };
+    // The root as the cache creates it (0700), when no cacheable command has opened it yet.
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&root);
     if let Ok(mut file) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -316,23 +316,25 @@ pub(crate) const OPTIONS: &[Opt] = &[
     o("--apply-controls", "", true, NotCached),
     o("-Xarchive", "--archive-options", true, NotCached),
     o("-Xnvprune", "--nvprune-options", true, NotCached),
+    // Forwarding unknown options changes nothing when every option is known, as a cacheable
+    // command's are (an unknown option is never cached); CMake always passes the first.
     o(
         "-forward-unknown-to-host-compiler",
         "--forward-unknown-to-host-compiler",
         false,
-        NotCached,
+        Keyed,
     ),
     o(
         "-forward-unknown-to-host-linker",
         "--forward-unknown-to-host-linker",
         false,
-        NotCached,
+        Keyed,
     ),
     o(
         "-forward-unknown-opts",
         "--forward-unknown-opts",
         false,
-        NotCached,
+        Keyed,
     ),
     o("-noprof", "--dont-use-profile", false, NotCached),
     o("-dryrun", "--dryrun", false, NotCached),

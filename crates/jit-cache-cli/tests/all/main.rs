@@ -6,5 +6,6 @@ mod support;
 
 mod cli;
 mod kills;
+mod launcher;
 mod processes;
 mod team_root;
