@@ -55,7 +55,29 @@ fn open(cli: &Cli) -> Result<Cache, Error> {
     } else {
         RootMode::Private
     };
-    Cache::open_with(root, CacheOptions::default().mode(mode))
+    let mut options = CacheOptions::default().mode(mode);
+    if let Some(remote) = remote(cli) {
+        options = options.remote(remote);
+    }
+    Cache::open_with(root, options)
+}
+
+/// The remote tier from `--remote`/`--remote-mode` over `JIT_CACHE_REMOTE*`. A remote that cannot
+/// be configured is a warning, never a failed build.
+fn remote(cli: &Cli) -> Option<jit_cache::Remote> {
+    let settings = jit_cache_redis::RemoteSettings::from_env().and_then(|mut settings| {
+        if let Some(url) = &cli.remote {
+            settings.url = Some(url.clone());
+        }
+        if let Some(mode) = cli.remote_mode {
+            settings.mode = Some(mode);
+        }
+        settings.into_remote()
+    });
+    settings.unwrap_or_else(|e| {
+        eprintln!("jit-cache: warning: no remote cache: {e}");
+        None
+    })
 }
 
 fn run(cli: &Cli) -> Result<u8, Error> {
@@ -87,7 +109,8 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                         .collect();
                 println!(
                     "{}",
-                    json!({ "root": cache.root(), "stats": stats, "launcher": launcher })
+                    json!({ "root": cache.root(), "stats": stats, "launcher": launcher,
+                            "remote": cache.remote_stats() })
                 );
             } else {
                 println!("root:            {}", cache.root().display());
@@ -102,6 +125,15 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                 }
                 println!("filesystem:      {}", stats.filesystem);
                 println!("protocol:        {}", stats.protocol);
+                let remote = cache.remote_stats();
+                println!(
+                    "remote:          {} hits, {} misses, {} uploads, {} bytes fetched, {} bytes uploaded",
+                    remote.hits, remote.misses, remote.uploads, remote.bytes_fetched, remote.bytes_uploaded
+                );
+                println!(
+                    "remote faults:   {} errors, {} rejected, {} leases waited, {} failures fetched, {} shared",
+                    remote.errors, remote.rejected, remote.leases_waited, remote.failures_fetched, remote.failures_shared
+                );
             }
             Ok(0)
         }
@@ -231,6 +263,7 @@ fn answer_json(spec: &KernelSpec, answer: &Answer) -> serde_json::Value {
     let (outcome, reasons) = match &answer.outcome {
         Outcome::Hit => ("hit", Vec::new()),
         Outcome::Built => ("built", Vec::new()),
+        Outcome::Fetched => ("fetched", Vec::new()),
         Outcome::Rebuilt { reasons } => ("rebuilt", reasons.clone()),
         _ => ("other", Vec::new()),
     };

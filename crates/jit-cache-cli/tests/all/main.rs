@@ -8,4 +8,5 @@ mod cli;
 mod kills;
 mod launcher;
 mod processes;
+mod remote;
 mod team_root;

@@ -1,0 +1,197 @@
+//! The fleet through the binary: hosts (processes with their own cache roots and checkouts)
+//! share one real `redis-server` through `--remote`; `stats` shows the remote counters.
+
+use crate::support::{cli, kernel_text, real_nvcc, CountingCompiler};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A redis-server of this test's own on a Unix socket, persistence off, killed by its pid.
+struct Server {
+    child: Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().expect("temp dir for redis");
+        let socket = dir.path().join("redis.sock");
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&socket)
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("redis-server must be installed (`cargo xtask setup` installs it): {e}")
+            });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server {
+            child,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // redis-server without persistence forks nothing: its pid is the whole server.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A host's checkout of the six kernels.
+fn checkout(dir: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).expect("mkdir checkout");
+    (0..6)
+        .map(|n| {
+            let path = dir.join(format!("k{n}.cu"));
+            std::fs::write(&path, kernel_text(200 + n)).expect("write kernel");
+            path
+        })
+        .collect()
+}
+
+fn stats_json(root: &Path, nvcc: &Path) -> serde_json::Value {
+    let out = cli(root, nvcc)
+        .args(["--json", "stats"])
+        .output()
+        .expect("run stats");
+    assert!(out.status.success(), "stats: {out:?}");
+    serde_json::from_slice(&out.stdout).expect("stats JSON")
+}
+
+#[test]
+fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let counting = CountingCompiler::new(dir.path());
+    let hosts: Vec<(PathBuf, Vec<PathBuf>)> = (0..4)
+        .map(|h| {
+            let root = dir.path().join(format!("host{h}/cache"));
+            let sources = checkout(&dir.path().join(format!("host{h}/checkout")));
+            (root, sources)
+        })
+        .collect();
+    // 4 hosts x 4 processes, each asking for the six kernels in the same order, all at once.
+    let running: Vec<_> = hosts
+        .iter()
+        .flat_map(|(root, sources)| (0..4).map(move |_| (root, sources)))
+        .map(|(root, sources)| {
+            cli(root, &counting.path)
+                .args(["--json", "--remote", &server.url(), "build", "-j", "1"])
+                .args(sources)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start a host process")
+        })
+        .collect();
+    let mut artifacts: Vec<Vec<Vec<u8>>> = Vec::new();
+    for child in running {
+        let out = child.wait_with_output().expect("host process");
+        assert!(
+            out.status.success(),
+            "no build fails: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "no warning: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("build JSON");
+        let results = json["results"].as_array().expect("results").clone();
+        artifacts.push(
+            results
+                .iter()
+                .map(|r| {
+                    std::fs::read(r["path"].as_str().expect("artifact path")).expect("artifact")
+                })
+                .collect(),
+        );
+    }
+    assert_eq!(
+        counting.compiles(),
+        6,
+        "one compile per kernel in the whole fleet (ccache + Redis: 24)"
+    );
+    let expected: Vec<Vec<u8>> = (0..6)
+        .map(|n| {
+            let out = dir.path().join(format!("uncached{n}.cubin"));
+            let status = Command::new(real_nvcc())
+                .args(["-cubin", "-arch=sm_90", "-o"])
+                .arg(&out)
+                .arg(&hosts[0].1[n])
+                .status()
+                .expect("uncached nvcc");
+            assert!(status.success());
+            std::fs::read(&out).expect("uncached cubin")
+        })
+        .collect();
+    for (p, got) in artifacts.iter().enumerate() {
+        assert!(
+            got == &expected,
+            "process {p}: every artifact equals an uncached compile"
+        );
+    }
+    let mut compiles = 0;
+    let mut fetched = 0;
+    for (root, _) in &hosts {
+        let stats = stats_json(root, &counting.path);
+        compiles += stats["stats"]["builds_recorded"].as_u64().expect("builds");
+        let remote = &stats["remote"];
+        fetched += remote["hits"].as_u64().expect("remote hits");
+        assert_eq!(remote["errors"], 0, "no remote fault: {remote}");
+        assert_eq!(remote["rejected"], 0, "no unverifiable byte: {remote}");
+    }
+    assert_eq!(compiles, 6, "the roots' logs agree");
+    assert_eq!(
+        fetched, 18,
+        "each host fetched what it did not compile (3 x 6)"
+    );
+    let text = cli(&hosts[0].0, &counting.path)
+        .arg("stats")
+        .output()
+        .expect("stats");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("remote:"), "stats shows the remote: {text}");
+}
+
+#[test]
+fn a_dead_remote_never_fails_the_command_and_warns_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sources = checkout(&dir.path().join("checkout"));
+    let url = format!(
+        "redis+unix://{}",
+        dir.path().join("no-server.sock").display()
+    );
+    let out = cli(&dir.path().join("cache"), &real_nvcc())
+        .env("JIT_CACHE_REMOTE", &url)
+        .args(["build", "-j", "1"])
+        .args(&sources[..3])
+        .output()
+        .expect("build");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("warning").count(),
+        1,
+        "one warning per process, never one per kernel: {stderr}"
+    );
+}
