@@ -11,6 +11,7 @@ const BENCHED: &[&str] = &[
     "nvcc",
     "direct-io",
     "jit-cache",
+    "launcher",
 ];
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -24,7 +25,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let bench_name = krate.replace('-', "_");
     // The jit-cache bench times the `jit-cache` binary too, so it belongs to the CLI's crate.
     let package = match krate.as_str() {
-        "jit-cache" => "jit-cache-cli",
+        // The nvcc launcher is the CLI's too: `jit-cache nvcc` against `ccache nvcc`.
+        "jit-cache" | "launcher" => "jit-cache-cli",
         other => other,
     };
     let mut cmd = util::cargo();

@@ -1,0 +1,356 @@
+//! `cargo xtask bench launcher`: `jit-cache nvcc` against `ccache nvcc` on the same command lines.
+//!
+//! 1. Miss overhead: unique kernels compiled to objects by bare nvcc, by the launcher and by
+//!    ccache (cold), interleaved; the median of the paired ratios to bare nvcc.
+//! 2. A hit of a kernel that reads ~750 headers (600 project headers and the toolkit's),
+//!    launcher vs ccache's direct mode (`ccache --print-stats` must show the direct hits).
+//! 3. A ninja build of the launcher tests' project after `ninja -t clean` (all hits), both warm.
+//! 4. 8 concurrent identical command lines on a cold cache: compiles counted by a wrapper.
+//!
+//! Options: `--runs N` (default 9).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_jit-cache");
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9usize);
+    let nvcc = PathBuf::from(
+        std::env::var_os("NVCC").expect("set NVCC (cargo xtask bench launcher does)"),
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("launcher-bench-")
+        .tempdir_in("/var/tmp")
+        .expect("temp dir");
+    let version = Command::new("ccache")
+        .arg("--version")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .expect("ccache is installed by cargo xtask setup");
+    println!(
+        "launcher bench ({runs} runs); nvcc {}; {version}",
+        nvcc.display()
+    );
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let want = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if want("miss") {
+        miss_overhead(dir.path(), &nvcc, runs);
+    }
+    if want("hit") {
+        hit_750_headers(dir.path(), &nvcc, runs);
+    }
+    if want("ninja") {
+        ninja_after_clean(dir.path(), &nvcc, runs);
+    }
+    if want("eight") {
+        eight_identical(dir.path(), &nvcc);
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn time_cmd(cmd: &mut Command) -> Duration {
+    let start = Instant::now();
+    let out = cmd.output().expect("run command");
+    let took = start.elapsed();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    took
+}
+
+fn launcher(cache: &Path, nvcc: &Path, cwd: &Path) -> Command {
+    let mut cmd = Command::new(LAUNCHER);
+    cmd.arg("nvcc")
+        .env("JIT_CACHE_DIR", cache)
+        .env("NVCC", nvcc)
+        .current_dir(cwd);
+    cmd
+}
+
+fn ccache(ccache_dir: &Path, nvcc: &Path, cwd: &Path) -> Command {
+    let mut cmd = Command::new("ccache");
+    cmd.arg(nvcc)
+        .env("CCACHE_DIR", ccache_dir)
+        .env("CCACHE_DIRECT", "1")
+        .current_dir(cwd);
+    cmd
+}
+
+fn ccache_stat(ccache_dir: &Path, field: &str) -> u64 {
+    let out = Command::new("ccache")
+        .args(["--print-stats"])
+        .env("CCACHE_DIR", ccache_dir)
+        .output()
+        .expect("ccache --print-stats");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+fn miss_overhead(dir: &Path, nvcc: &Path, runs: usize) {
+    let work = dir.join("miss");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let (cache, ccache_dir) = (work.join("jit"), work.join("ccache"));
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut bare_ms, mut ours_ms, mut theirs_ms) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 0..runs + 1 {
+        // Three distinct sources of one shape, so that each contender misses.
+        let mut times = Vec::new();
+        for (i, who) in ["bare", "jit", "ccache"].iter().enumerate() {
+            let src = format!("k{n}_{i}.cu");
+            std::fs::write(
+                work.join(&src),
+                format!(
+                    "#include <cstdio>\n__global__ void k(float* x) {{ x[threadIdx.x] *= {n}.{i}f; }}\n\
+                     void launch(float* x) {{ k<<<1, 32>>>(x); std::printf(\"{n}\\n\"); }}\n"
+                ),
+            )
+            .expect("write source");
+            let out = format!("k{n}_{i}.o");
+            let args = ["-arch=sm_90", "-O2", "-MD", "-c", &src, "-o", &out];
+            let mut cmd = match *who {
+                "bare" => {
+                    let mut c = Command::new(nvcc);
+                    c.current_dir(&work);
+                    c
+                }
+                "jit" => launcher(&cache, nvcc, &work),
+                _ => ccache(&ccache_dir, nvcc, &work),
+            };
+            times.push(time_cmd(cmd.args(args)));
+        }
+        if n == 0 {
+            continue; // warm-up: page cache, toolchain identity
+        }
+        bare_ms.push(ms(times[0]));
+        ours_ms.push(ms(times[1]));
+        theirs_ms.push(ms(times[2]));
+        ours.push(times[1].as_secs_f64() / times[0].as_secs_f64());
+        theirs.push(times[2].as_secs_f64() / times[0].as_secs_f64());
+    }
+    println!("\n1. miss overhead vs bare nvcc -c (median of {runs} paired ratios)");
+    println!("   {:<40} {:>9.1}ms", "bare nvcc", median(bare_ms));
+    println!(
+        "   {:<40} {:>9.1}ms {:>7.3}x   (goal <= 1.03x)",
+        "jit-cache nvcc (miss)",
+        median(ours_ms),
+        median(ours)
+    );
+    println!(
+        "   {:<40} {:>9.1}ms {:>7.3}x",
+        "ccache nvcc (miss)",
+        median(theirs_ms),
+        median(theirs)
+    );
+}
+
+fn hit_750_headers(dir: &Path, nvcc: &Path, runs: usize) {
+    let work = dir.join("hit");
+    let inc = work.join("include/gen");
+    std::fs::create_dir_all(&inc).expect("mkdir");
+    let mut src = String::from("#include <cuda_runtime.h>\n");
+    for i in 0..600 {
+        std::fs::write(
+            inc.join(format!("h{i}.cuh")),
+            format!("#pragma once\n#define H{i} {i}\n"),
+        )
+        .expect("write header");
+        src.push_str(&format!("#include \"gen/h{i}.cuh\"\n"));
+    }
+    src.push_str("extern \"C\" __global__ void k(int* x) { x[threadIdx.x] = H599; }\n");
+    std::fs::write(work.join("k.cu"), src).expect("write source");
+    let (cache, ccache_dir) = (work.join("jit"), work.join("ccache"));
+    let args = ["-Iinclude", "-arch=sm_90", "-MD", "-c", "k.cu", "-o", "k.o"];
+    time_cmd(launcher(&cache, nvcc, &work).args(args));
+    time_cmd(ccache(&ccache_dir, nvcc, &work).args(args));
+    let headers = std::fs::read_to_string(work.join("k.d"))
+        .map(|d| d.lines().count() - 1)
+        .unwrap_or(0);
+    let before = ccache_stat(&ccache_dir, "direct_cache_hit");
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        ours.push(ms(time_cmd(launcher(&cache, nvcc, &work).args(args))));
+        theirs.push(ms(time_cmd(ccache(&ccache_dir, nvcc, &work).args(args))));
+    }
+    let hits = ccache_stat(&ccache_dir, "direct_cache_hit") - before;
+    assert_eq!(
+        hits as usize, runs,
+        "ccache must hit in direct mode every run"
+    );
+    let (ours, theirs) = (median(ours), median(theirs));
+    println!("\n2. hit, a kernel reading {headers} headers (-c with -MD), a process per call");
+    println!("   {:<40} {:>9.2}ms", "jit-cache nvcc (hit)", ours);
+    println!(
+        "   {:<40} {:>9.2}ms   ({hits} direct hits of {runs})",
+        "ccache nvcc (direct-mode hit)", theirs
+    );
+    println!(
+        "   {:<40} {:>9.1}x   (goal >= 3x)",
+        "jit-cache faster by",
+        theirs / ours
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+fn ninja_after_clean(dir: &Path, nvcc: &Path, runs: usize) {
+    let project = dir.join("project");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/launcher-project"),
+        &project,
+    );
+    let units = [
+        ("scale.o", "-c", "-arch=sm_90", "../src/scale.cu"),
+        ("add.o", "-c", "-arch=sm_90", "../src/add.cu"),
+        ("kern.cubin", "-cubin", "-arch=sm_90", "../src/kern.cu"),
+        ("kern.ptx", "-ptx", "-arch=compute_90", "../src/kern_ptx.cu"),
+        (
+            "fat.fatbin",
+            "-fatbin",
+            "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=compute_90",
+            "../src/fat.cu",
+        ),
+    ];
+    let mut results = Vec::new();
+    for (name, prefix) in [
+        ("jit-cache nvcc", format!("{LAUNCHER} nvcc")),
+        ("ccache nvcc", format!("ccache {}", nvcc.display())),
+    ] {
+        let build = project.join(name.replace(' ', "-"));
+        std::fs::create_dir_all(&build).expect("mkdir");
+        let mut text = format!(
+            "rule cu\n  command = {prefix} -I../include -O2 $mode $arch -MD -MF $out.d $in -o $out\n  depfile = $out.d\n  deps = gcc\n"
+        );
+        for (out, mode, arch, src) in units {
+            text.push_str(&format!(
+                "build {out}: cu {src}\n  mode = {mode}\n  arch = {arch}\n"
+            ));
+        }
+        std::fs::write(build.join("build.ninja"), text).expect("write build.ninja");
+        let ninja = |args: &[&str]| {
+            let mut cmd = Command::new("ninja");
+            cmd.arg("-C")
+                .arg(&build)
+                .args(args)
+                .env("JIT_CACHE_DIR", dir.join("ninja-jit"))
+                .env("NVCC", nvcc)
+                .env("CCACHE_DIR", dir.join("ninja-ccache"))
+                .env("CCACHE_DIRECT", "1")
+                .stdout(Stdio::null());
+            time_cmd(&mut cmd)
+        };
+        ninja(&[]);
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            ninja(&["-t", "clean"]);
+            times.push(ms(ninja(&["-j", "2"])));
+        }
+        results.push((name, median(times)));
+    }
+    println!(
+        "\n3. ninja build of the test project ({} units) after `ninja -t clean`, warm, -j 2",
+        units.len()
+    );
+    for (name, t) in &results {
+        println!("   {:<40} {:>9.1}ms", name, t);
+    }
+    println!(
+        "   {:<40} {:>9.1}x   (goal >= 3x)",
+        "jit-cache faster by",
+        results[1].1 / results[0].1
+    );
+}
+
+fn eight_identical(dir: &Path, nvcc: &Path) {
+    let work = dir.join("eight");
+    let bin = work.join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let log = work.join("compiles.log");
+    // A compiler named nvcc (ccache recognises it by name) that counts compiles.
+    let wrapper = bin.join("nvcc");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *\" -E \"*) ;; *) echo x >> '{}' ;; esac\nexec '{}' \"$@\"\n",
+            log.display(),
+            nvcc.display()
+        ),
+    )
+    .expect("write wrapper");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(
+        work.join("k.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] += 8.0f; }\n",
+    )
+    .expect("write source");
+    let mut counts = Vec::new();
+    for who in ["jit-cache nvcc", "ccache nvcc"] {
+        let _ = std::fs::remove_file(&log);
+        let children: Vec<_> = (0..8)
+            .map(|_| {
+                let mut cmd = if who == "ccache nvcc" {
+                    ccache(&work.join("ccache"), &wrapper, &work)
+                } else {
+                    launcher(&work.join("jit"), &wrapper, &work)
+                };
+                cmd.args(["-arch=sm_90", "-cubin", "k.cu", "-o", "k.cubin"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        for mut child in children {
+            assert!(child.wait().expect("wait").success());
+        }
+        let n = std::fs::read_to_string(&log)
+            .map(|s| s.lines().count())
+            .unwrap_or(0);
+        counts.push((who, n));
+    }
+    println!("\n4. 8 concurrent identical command lines, cold cache: compiles");
+    for (who, n) in counts {
+        println!("   {:<40} {:>9}", who, n);
+    }
+}
