@@ -82,12 +82,15 @@ fn real_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("PATH") {
         candidates.extend(std::env::split_paths(&path).map(|d| d.join("nvcc")));
     }
-    if let Ok(found) = nvcc::Nvcc::locate() {
-        candidates.push(found.path().to_path_buf());
+    if let Some(found) = candidates.into_iter().find(|c| c.is_file() && !is_me(c)) {
+        return Ok(found);
     }
-    candidates
-        .into_iter()
-        .find(|c| c.is_file() && !is_me(c))
+    // The library's search (pip venvs, /usr/local/cuda) costs more: only when nothing else names
+    // a compiler.
+    nvcc::Nvcc::locate()
+        .ok()
+        .map(|found| found.path().to_path_buf())
+        .filter(|p| !is_me(p))
         .ok_or_else(|| {
             "no nvcc found (set NVCC, CUDA_HOME or PATH; the launcher never runs itself)".into()
         })
