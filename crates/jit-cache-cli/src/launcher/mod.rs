@@ -287,7 +287,7 @@ fn spellings(command: &parse::Command, working_dir: &Path) -> depfile::Spellings
     s.add(working_dir, "");
     let mut args = Vec::new();
     for var in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
-        if let Some(value) = std::env::var(var).ok() {
+        if let Ok(value) = std::env::var(var) {
             args.extend(value.split_whitespace().map(str::to_string));
         }
     }

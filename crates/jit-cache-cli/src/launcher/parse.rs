@@ -906,7 +906,7 @@ mod tests {
 
     /// An argument list for `opt` in a random spelling.
     fn spell(opt: &'static Opt, value: &str, pick: u8) -> Vec<String> {
-        let name = if opt.long.is_empty() || pick % 2 == 0 {
+        let name = if opt.long.is_empty() || pick.is_multiple_of(2) {
             opt.short
         } else {
             opt.long
