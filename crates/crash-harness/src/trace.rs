@@ -80,6 +80,20 @@ pub struct TraceFindings {
     pub corrupt_found: Vec<String>,
 }
 
+impl TraceFindings {
+    /// Adds another log's findings (one host's, in a multi-host run with local locks).
+    pub fn absorb(&mut self, other: TraceFindings) {
+        self.acquires += other.acquires;
+        self.compiles += other.compiles;
+        self.uncached_compiles += other.uncached_compiles;
+        self.recompiles_after_kill += other.recompiles_after_kill;
+        self.recompiles_after_eviction += other.recompiles_after_eviction;
+        self.lock_overlaps.extend(other.lock_overlaps);
+        self.double_compiles.extend(other.double_compiles);
+        self.corrupt_found.extend(other.corrupt_found);
+    }
+}
+
 #[derive(Default)]
 struct KeyState {
     compiles: usize,

@@ -313,7 +313,7 @@ fn touch_last_use(dir: &OwnedFd, artifact: &str) {
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let age = now - stat.st_atime;
-    if age < crate::liveness::PIN_REFRESH.as_secs() as i64 {
+    if age < crate::liveness::pin_refresh_secs() {
         return;
     }
     // Under the shared protocol the stamp is also the pin other hosts can see (`liveness.rs`):

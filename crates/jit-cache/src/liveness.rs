@@ -44,6 +44,44 @@ pub const PIN_REFRESH: Duration = Duration::from_secs(60);
 /// as long as it is held (the directory `flock`).
 pub const PIN_GRACE: Duration = Duration::from_secs(600);
 
+/// The environment variable that scales the shared protocol's periods for tests (a crash
+/// harness run lasts seconds, not ten minutes): `JIT_CACHE_SHARED_GRACE_MS=<ms>` sets
+/// [`FOREIGN_GRACE`] and [`PIN_GRACE`] to that, [`PIN_REFRESH`] to a tenth and
+/// [`HEARTBEAT_INTERVAL`] to a thirtieth. Read once per process. It must stay far above the
+/// mounts' `actimeo`, or another host's stale view of a stamp lets it evict a held entry.
+pub const SHARED_GRACE_ENV: &str = "JIT_CACHE_SHARED_GRACE_MS";
+
+fn scaled(default: Duration, divisor: u32) -> Duration {
+    static GRACE: OnceLock<Option<Duration>> = OnceLock::new();
+    let grace = GRACE.get_or_init(|| {
+        std::env::var(SHARED_GRACE_ENV)
+            .ok()
+            .and_then(|ms| ms.trim().parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis)
+    });
+    grace.map_or(default, |grace| grace / divisor)
+}
+
+/// [`FOREIGN_GRACE`], or as [`SHARED_GRACE_ENV`] says.
+pub(crate) fn foreign_grace() -> Duration {
+    scaled(FOREIGN_GRACE, 1)
+}
+
+/// [`PIN_GRACE`], or as [`SHARED_GRACE_ENV`] says.
+pub(crate) fn pin_grace() -> Duration {
+    scaled(PIN_GRACE, 1)
+}
+
+/// [`PIN_REFRESH`] in whole seconds (the stamp's resolution), or as [`SHARED_GRACE_ENV`] says.
+pub(crate) fn pin_refresh_secs() -> i64 {
+    scaled(PIN_REFRESH, 10).as_secs() as i64
+}
+
+fn heartbeat_interval() -> Duration {
+    scaled(HEARTBEAT_INTERVAL, 30).max(Duration::from_millis(10))
+}
+
 /// How long a directory leftover of this host must be before the sweep looks at it.
 const LOCAL_MIN_AGE: Duration = crate::maintenance::SWEEP_MIN_AGE;
 
@@ -112,7 +150,7 @@ fn beat_forever() {
         state = lock.lock().unwrap_or_else(|p| p.into_inner());
         // A timed wait, not a sleep used as synchronisation: the beat is periodic by nature.
         state = wake
-            .wait_timeout(state, HEARTBEAT_INTERVAL)
+            .wait_timeout(state, heartbeat_interval())
             .map(|(s, _)| s)
             .unwrap_or_else(|p| p.into_inner().0);
     }
@@ -225,7 +263,7 @@ pub(crate) fn sweep_dir(dir: &Path, protocol: Protocol) -> Result<usize> {
         let min_age = if host == me {
             LOCAL_MIN_AGE
         } else {
-            FOREIGN_GRACE
+            foreign_grace()
         };
         if sweep_one(&dirfd, dir, name, now, min_age, host == me) {
             removed += 1;
@@ -325,7 +363,7 @@ pub(crate) fn used_recently(entry: &OwnedFd) -> bool {
             newest = Some(newest.map_or(stamp, |n: i64| n.max(stamp)));
         }
     }
-    newest.is_some_and(|stamp| age_of(stamp, now) < PIN_GRACE)
+    newest.is_some_and(|stamp| age_of(stamp, now) < pin_grace())
 }
 
 // ---------------------------------------------------------------------------------------------

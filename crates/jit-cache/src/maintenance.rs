@@ -8,8 +8,8 @@
 use crate::cache::Cache;
 use crate::entry::{self, Meta};
 use crate::error::{Error, Result};
-use crate::fstype::Protocol;
 use crate::evict::{evict_unless_pinned, evict_unpinned, remove_unpinned, DirIdentity, Evicted};
+use crate::fstype::Protocol;
 use crate::layout::{open_dir_nofollow, Layout, Subdir};
 use durable_fs::Wait;
 use fingerprint::Digest;

@@ -59,7 +59,6 @@ enum Job {
 struct Host {
     jobs: Sender<Job>,
     thread: Option<JoinHandle<()>>,
-    pids: Arc<Mutex<Vec<u32>>>,
 }
 
 /// Several hosts sharing one in-memory export, each through its own mount at [`Cluster::root`].
@@ -161,7 +160,6 @@ impl Cluster {
         Ok(Host {
             jobs,
             thread: Some(thread),
-            pids: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
@@ -197,40 +195,24 @@ impl Cluster {
     }
 
     /// Starts `command` on host `host` (in its mount namespace) with that host's identity in
-    /// `DURABLE_FS_HOST_ID`. A crash of the host kills it.
+    /// `DURABLE_FS_HOST_ID`. The caller owns the child: kill it before [`Cluster::crash`] of its
+    /// host.
     ///
     /// # Errors
     /// When the process cannot be started.
     pub fn spawn(&self, host: usize, mut command: Command) -> std::io::Result<Child> {
         command.env(durable_host_env(), host_id_of(host));
-        let child = self.on(host, move || command.spawn())?;
-        self.hosts[host]
-            .pids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(child.id());
-        Ok(child)
+        self.on(host, move || command.spawn())
     }
 
-    /// Crashes host `host`: SIGKILLs every process started there, detaches its mount, aborts
-    /// its connection, and drops its locks and open files on the server.
+    /// Crashes host `host`'s client: its mount is detached and its connection aborted (whatever
+    /// its processes still hold fails with ENOTCONN), and the server drops its locks, pending
+    /// lock requests and open files, as a lock manager does when a client reboots. Kill the
+    /// host's processes first (the caller owns them, see [`Cluster::spawn`]).
     ///
     /// # Errors
     /// When the mount cannot be detached.
     pub fn crash(&self, host: usize) -> std::io::Result<()> {
-        let pids = std::mem::take(
-            &mut *self.hosts[host]
-                .pids
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        for pid in pids {
-            // SAFETY: kill has no memory preconditions; a pid already reaped is harmless here
-            // because the caller owns the Child and reaps it.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
-        }
         let (tx, rx) = channel();
         self.hosts[host]
             .jobs
@@ -323,10 +305,20 @@ impl HostMount {
         let Some(session) = self.session.take() else {
             return Ok(());
         };
-        // Lazily detached and aborted: descriptors the dead host's processes left fail with
-        // ENOTCONN, and the daemon's loop ends.
-        ns::umount(&self.mountpoint, libc::MNT_DETACH)?;
-        ns::abort_fuse_connection(self.connection)?;
+        match ns::umount(&self.mountpoint, 0) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                // Files are still open: lazily detached and aborted, so descriptors the dead
+                // host's processes left fail with ENOTCONN, and the daemon's loop ends.
+                ns::umount(&self.mountpoint, libc::MNT_DETACH)?;
+                match ns::abort_fuse_connection(self.connection) {
+                    // The last user went away between the two calls: nothing left to abort.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    other => other?,
+                }
+            }
+            Err(e) => return Err(e),
+        }
         match session.join() {
             Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(()),
             other => other,

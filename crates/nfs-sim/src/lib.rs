@@ -17,9 +17,10 @@
 //!   the server); a `flock` on a directory stays local to its host, as on Linux (the kernel's NFS
 //!   and FUSE directory operations have no `.flock`). `Local` is `nolock`/`local_lock=all`:
 //!   every lock is local to its host.
-//! - **Host crash** ([`Cluster::crash`]): every process started on the host is SIGKILLed, its
-//!   mount is detached and its connection aborted, and the server drops its locks, as a lock
-//!   manager does when a client reboots. [`Cluster::restart`] mounts it again (empty caches).
+//! - **Host crash** ([`Cluster::crash`], after the caller SIGKILLed the processes it started
+//!   there): the mount is detached and its connection aborted, and the server drops the host's
+//!   locks and open files, as a lock manager does when a client reboots. [`Cluster::restart`]
+//!   mounts it again (empty caches).
 //!
 //! # Limitations
 //! - Needs root and `/dev/fuse`; [`Cluster::start`] returns [`Skipped`] otherwise.

@@ -5,6 +5,7 @@
 
 mod check;
 mod fake_nvcc;
+mod hosts;
 mod race;
 mod run;
 mod setup;

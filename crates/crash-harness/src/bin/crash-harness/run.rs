@@ -60,6 +60,8 @@ pub struct RunArgs {
     pub json: bool,
     #[command(flatten)]
     pub fs: FsArgs,
+    #[command(flatten)]
+    pub hosts: crate::hosts::HostArgs,
 }
 
 /// The whole run's findings.
@@ -75,6 +77,7 @@ pub struct RunReport {
     pub kills_at_failpoints: usize,
     pub kills_on_schedule: usize,
     pub kills_at_checks: usize,
+    pub kills_at_host_crashes: usize,
     pub phases_missed: Vec<String>,
     pub checks: usize,
     pub entries_checked: usize,
@@ -102,6 +105,15 @@ pub struct RunReport {
     pub violations: usize,
     pub violation_samples: Vec<String>,
     pub elapsed_s: f64,
+    /// Simulated hosts (`--fs nfs-sim`), their lock mode and actimeo; 1 elsewhere.
+    pub hosts: usize,
+    pub locks: Option<String>,
+    pub actimeo_s: Option<u64>,
+    pub grace_ms: Option<u64>,
+    /// Whole-host crashes (every process killed, the mount gone, its locks dropped).
+    pub host_crashes: usize,
+    /// Held artifacts whose path stopped reading their bytes (worker-reported).
+    pub pins_vanished: usize,
 }
 
 impl RunReport {
@@ -121,6 +133,11 @@ impl RunReport {
         self.dirs_bad += check.dirs_bad.len();
         // Worker records and the event log are cumulative: the latest pass has them all.
         self.worker_violations = check.worker_violations.len();
+        self.pins_vanished = check
+            .worker_violations
+            .iter()
+            .filter(|v| v.starts_with("pin-vanished"))
+            .count();
         self.verify_vanished_reports = check.verify_vanished.len();
         self.lock_acquires = check.trace.acquires;
         self.compiles = check.trace.compiles;
@@ -170,11 +187,12 @@ impl RunReport {
                 .unwrap_or_default()
         );
         println!(
-            "kills by phase: {} ({} at failpoints, {} on the schedule, {} stopping for checks)",
+            "kills by phase: {} ({} at failpoints, {} on the schedule, {} stopping for checks, {} in host crashes)",
             by_phase.join(", "),
             self.kills_at_failpoints,
             self.kills_on_schedule,
-            self.kills_at_checks
+            self.kills_at_checks,
+            self.kills_at_host_crashes
         );
         if self.phases_missed.is_empty() {
             println!("every phase was hit: {}", REQUIRED_PHASES.join(", "));
@@ -210,6 +228,17 @@ impl RunReport {
             self.double_compiles,
             self.corrupt_found_by_builders
         );
+        if self.hosts > 1 {
+            println!(
+                "hosts {} (locks {}, actimeo {} s, grace {} ms): {} host crashes; held artifacts whose path vanished {}",
+                self.hosts,
+                self.locks.as_deref().unwrap_or("-"),
+                self.actimeo_s.unwrap_or(0),
+                self.grace_ms.unwrap_or(0),
+                self.host_crashes,
+                self.pins_vanished
+            );
+        }
         println!("violations: {}", self.violations);
         for sample in &self.violation_samples {
             println!("  {sample}");
@@ -224,6 +253,8 @@ struct Worker {
 
 struct Supervisor<'a> {
     args: &'a RunArgs,
+    /// The simulated hosts of a multi-host run.
+    cluster: Option<&'a nfs_sim::Cluster>,
     run: RunDir,
     seed: u64,
     rng: Rng,
@@ -295,11 +326,38 @@ impl Supervisor<'_> {
                 cmd.env("CRASH_WORKER_FAILPOINT", point);
             }
         }
-        let child = cmd.spawn().context("start a worker")?;
+        let child = match self.cluster {
+            Some(cluster) => {
+                let host = self.host_of(slot);
+                cmd.env("JIT_CACHE_LOCK_LOG", self.trace_of(slot))
+                    .env(crate::setup::DATA_ENV, cluster.root())
+                    .env(
+                        jit_cache::SHARED_GRACE_ENV,
+                        self.args.hosts.grace_ms().to_string(),
+                    );
+                cluster
+                    .spawn(host, cmd)
+                    .context("start a worker on its host")?
+            }
+            None => cmd.spawn().context("start a worker")?,
+        };
         Ok(Worker {
             child,
             armed: armed.map(|(p, _)| p),
         })
+    }
+
+    /// The host a worker slot runs on.
+    fn host_of(&self, slot: usize) -> usize {
+        slot % self.args.hosts.hosts.max(1)
+    }
+
+    /// The event log of a slot's host (one per host in a multi-host run).
+    fn trace_of(&self, slot: usize) -> std::path::PathBuf {
+        match self.cluster {
+            Some(_) => crate::hosts::trace_path(&self.run.root, self.host_of(slot)),
+            None => self.run.trace.clone(),
+        }
     }
 
     fn count(&mut self, phase: &str, source: Source) {
@@ -313,6 +371,7 @@ impl Supervisor<'_> {
             Source::Failpoint => self.report.kills_at_failpoints += 1,
             Source::Schedule => self.report.kills_on_schedule += 1,
             Source::Check => self.report.kills_at_checks += 1,
+            Source::HostCrash => self.report.kills_at_host_crashes += 1,
         }
     }
 
@@ -320,8 +379,9 @@ impl Supervisor<'_> {
     fn kill(&mut self, slot: usize, worker: &mut Worker, source: Source) -> Result<()> {
         let phase = read_phase(&self.run.phase_file(slot));
         let pid = worker.child.id();
+        let trace = self.trace_of(slot);
         append(
-            &self.run.trace,
+            &trace,
             std::process::id(),
             "kill",
             "-",
@@ -329,13 +389,7 @@ impl Supervisor<'_> {
         );
         let _ = worker.child.kill();
         let status = worker.child.wait().context("reap a worker")?;
-        append(
-            &self.run.trace,
-            std::process::id(),
-            "reaped",
-            "-",
-            &pid.to_string(),
-        );
+        append(&trace, std::process::id(), "reaped", "-", &pid.to_string());
         // It may have died at its armed failpoint just before: then that is what killed it.
         let source = if worker.armed.is_some_and(|p| p == phase) {
             Source::Failpoint
@@ -357,7 +411,7 @@ impl Supervisor<'_> {
         for (slot, worker) in workers.iter_mut().enumerate() {
             if let Some(status) = worker.child.try_wait()? {
                 append(
-                    &self.run.trace,
+                    &self.trace_of(slot),
                     std::process::id(),
                     "reaped",
                     "-",
@@ -395,7 +449,37 @@ impl Supervisor<'_> {
         if let Some(bug) = &self.args.inject_bug {
             cmd.env("JIT_CACHE_INJECT_BUG", bug);
         }
-        let out = cmd.output().context("run the checker")?;
+        let out = match self.cluster {
+            // On host 0, reading every host's event log (by lock mode: one order across hosts,
+            // or one per host).
+            Some(cluster) => {
+                let traces: Vec<String> = (0..self.args.hosts.hosts)
+                    .map(|h| {
+                        crate::hosts::trace_path(&self.run.root, h)
+                            .display()
+                            .to_string()
+                    })
+                    .collect();
+                cmd.env(
+                    "JIT_CACHE_LOCK_LOG",
+                    crate::hosts::trace_path(&self.run.root, 0),
+                )
+                .env(crate::setup::DATA_ENV, cluster.root())
+                .env(crate::hosts::TRACES_ENV, traces.join(":"))
+                .env(crate::hosts::LOCKS_ENV, &self.args.hosts.locks)
+                .env(
+                    jit_cache::SHARED_GRACE_ENV,
+                    self.args.hosts.grace_ms().to_string(),
+                )
+                .stdout(Stdio::piped());
+                cluster
+                    .spawn(0, cmd)
+                    .context("start the checker on host 0")?
+                    .wait_with_output()
+                    .context("run the checker")?
+            }
+            None => cmd.output().context("run the checker")?,
+        };
         if !out.status.success() {
             bail!("the checker failed ({})", out.status);
         }
@@ -411,6 +495,7 @@ enum Source {
     Failpoint,
     Schedule,
     Check,
+    HostCrash,
 }
 
 pub fn main(args: &RunArgs) -> Result<ExitCode> {
@@ -422,7 +507,13 @@ pub fn main(args: &RunArgs) -> Result<ExitCode> {
     if !args.json {
         println!("crash-test: seed {seed} (replay with --seed {seed})");
     }
-    let report = args.fs.within(|root| run_in(args, seed, root))?;
+    let report = if args.fs.fs == "nfs-sim" {
+        crate::hosts::within_cluster(&args.hosts, |logs, cluster| {
+            run_in(args, seed, logs, Some(cluster))
+        })?
+    } else {
+        args.fs.within(|root| run_in(args, seed, root, None))?
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -435,12 +526,25 @@ pub fn main(args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
-fn run_in(args: &RunArgs, seed: u64, root: &Path) -> Result<RunReport> {
+fn run_in(
+    args: &RunArgs,
+    seed: u64,
+    root: &Path,
+    cluster: Option<&nfs_sim::Cluster>,
+) -> Result<RunReport> {
     if args.workers == 0 || args.kernels == 0 {
         bail!("--workers and --kernels must be at least 1");
     }
     let started = Instant::now();
-    let run = RunDir::at(&root.join("crash-test"));
+    let run = match cluster {
+        Some(cluster) => {
+            let run = RunDir::split(&root.join("crash-test"), cluster.root());
+            let on_host = run.clone();
+            cluster.on(0, move || on_host.create_data())?;
+            run
+        }
+        None => RunDir::at(&root.join("crash-test")),
+    };
     run.create()?;
     let stderr_path = run.root.join("logs/workers.stderr");
     let stderr = std::fs::OpenOptions::new()
@@ -449,6 +553,7 @@ fn run_in(args: &RunArgs, seed: u64, root: &Path) -> Result<RunReport> {
         .open(&stderr_path)?;
     let mut sup = Supervisor {
         args,
+        cluster,
         run,
         seed,
         rng: Rng::new(seed),
@@ -461,6 +566,10 @@ fn run_in(args: &RunArgs, seed: u64, root: &Path) -> Result<RunReport> {
             workers: args.workers,
             kernels: args.kernels,
             inject_bug: args.inject_bug.clone(),
+            hosts: cluster.map_or(1, |c| c.hosts()),
+            locks: cluster.map(|_| args.hosts.locks.clone()),
+            actimeo_s: cluster.map(|_| args.hosts.actimeo),
+            grace_ms: cluster.map(|_| args.hosts.grace_ms()),
             ..RunReport::default()
         },
     };
@@ -482,6 +591,26 @@ fn run_in(args: &RunArgs, seed: u64, root: &Path) -> Result<RunReport> {
         sup.reap(&mut workers)?;
         sup.kill(victim, &mut workers[victim], Source::Schedule)?;
         workers[victim] = sup.launch(victim)?;
+        if let Some(cluster) = cluster {
+            let every = args.hosts.host_crash_every.max(1);
+            if sup.report.kills >= (sup.report.host_crashes + 1) * every {
+                // A whole host goes down: its workers die, its mount goes, the server drops
+                // its locks; it comes back with empty caches and fresh workers.
+                let host = sup.rng.range(0, cluster.hosts() as u64) as usize;
+                let on_host: Vec<usize> = (0..args.workers)
+                    .filter(|s| sup.host_of(*s) == host)
+                    .collect();
+                for &slot in &on_host {
+                    sup.kill(slot, &mut workers[slot], Source::HostCrash)?;
+                }
+                cluster.crash(host).context("crash a host")?;
+                cluster.restart(host).context("restart a host")?;
+                sup.report.host_crashes += 1;
+                for &slot in &on_host {
+                    workers[slot] = sup.launch(slot)?;
+                }
+            }
+        }
         if sup.report.kills >= next_check && sup.report.kills < args.kills {
             for (slot, worker) in workers.iter_mut().enumerate() {
                 sup.kill(slot, worker, Source::Check)?;

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Where a multi-host run's shared data lives (see [`RunDir::at`]).
+pub const DATA_ENV: &str = "CRASH_HARNESS_DATA";
+
 /// The places inside one run directory.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -28,13 +31,28 @@ pub struct RunDir {
 }
 
 impl RunDir {
+    /// The run directory at `root`. In a multi-host run (`--fs nfs-sim`) the shared data (the
+    /// cache, puts, staged directories) lives on the simulated export named by
+    /// `CRASH_HARNESS_DATA`, and each host's processes log to their host's trace named by
+    /// `JIT_CACHE_LOCK_LOG`: the harness's own files stay on the local disk, where `O_APPEND`
+    /// is atomic (it is not across NFS clients).
     pub fn at(root: &Path) -> RunDir {
+        let data = std::env::var_os(DATA_ENV)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.to_path_buf());
+        RunDir::split(root, &data)
+    }
+
+    /// The harness's files under `root`, the shared data under `data`.
+    pub fn split(root: &Path, data: &Path) -> RunDir {
         RunDir {
             root: root.to_path_buf(),
-            cache: root.join("cache"),
-            puts: root.join("data/puts"),
-            dirs: root.join("data/dirs"),
-            trace: root.join("logs/trace.log"),
+            cache: data.join("cache"),
+            puts: data.join("data/puts"),
+            dirs: data.join("data/dirs"),
+            trace: std::env::var_os("JIT_CACHE_LOCK_LOG")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("logs/trace.log")),
             ledger: root.join("logs/ledger.log"),
             phases: root.join("logs/phases"),
             nvcc: root.join("fake-cuda/bin/nvcc"),
@@ -43,12 +61,8 @@ impl RunDir {
 
     /// Creates the directories and the fake compiler's script (which runs this binary).
     pub fn create(&self) -> Result<()> {
-        for dir in [
-            &self.puts,
-            &self.dirs,
-            &self.phases,
-            &self.root.join("fake-cuda/bin"),
-        ] {
+        self.create_data()?;
+        for dir in [&self.phases, &self.root.join("fake-cuda/bin")] {
             std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         }
         let exe = std::env::current_exe().context("locate crash-harness")?;
@@ -58,6 +72,14 @@ impl RunDir {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&self.nvcc, std::fs::Permissions::from_mode(0o755))
             .with_context(|| format!("chmod {}", self.nvcc.display()))?;
+        Ok(())
+    }
+
+    /// Creates the shared data directories (on a host, in a multi-host run).
+    pub fn create_data(&self) -> Result<()> {
+        for dir in [&self.puts, &self.dirs] {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
         Ok(())
     }
 

@@ -85,15 +85,33 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
         .map(|i| expected_artifact(&kernel_text(i)))
         .collect();
     let mut rng = Rng::derive(args.seed, ((args.slot as u64) << 32) | args.generation);
+    // The artifact of the last build, held (pinned) until the next one: its path must keep
+    // reading its bytes meanwhile, whatever gc, verify or clear run on this or another host.
+    let mut held: Option<jit_cache::Artifact> = None;
     for counter in 1u64.. {
+        if let Some(artifact) = &held {
+            if std::fs::read(artifact.path()).ok().as_deref() != Some(artifact.bytes()) {
+                worker.ledger(
+                    "pin-vanished",
+                    &format!(
+                        "{} no longer reads the held artifact",
+                        artifact.path().display()
+                    ),
+                );
+            }
+        }
         let seq = (args.generation << 40) | ((args.slot as u64) << 32) | counter;
         match rng.range(0, 100) {
-            0..55 => build(
-                &worker,
-                &cache,
-                &expected,
-                rng.range(0, args.kernels as u64) as usize,
-            ),
+            0..55 => {
+                // The previous pin goes first: this worker's own gc may then evict it.
+                drop(held.take());
+                held = build(
+                    &worker,
+                    &cache,
+                    &expected,
+                    rng.range(0, args.kernels as u64) as usize,
+                );
+            }
             55..70 => put(
                 &worker,
                 seq,
@@ -139,7 +157,12 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn build(worker: &Worker, cache: &jit_cache::Cache, expected: &[Vec<u8>], index: usize) {
+fn build(
+    worker: &Worker,
+    cache: &jit_cache::Cache,
+    expected: &[Vec<u8>],
+    index: usize,
+) -> Option<jit_cache::Artifact> {
     worker.phase("get");
     match cache.get_or_build(&spec(index)) {
         Ok(built) => {
@@ -158,8 +181,12 @@ fn build(worker: &Worker, cache: &jit_cache::Cache, expected: &[Vec<u8>], index:
             if let Some(warning) = built.warning {
                 worker.ledger("uncached", &format!("{}: {warning}", kernel_name(index)));
             }
+            Some(built.artifact)
         }
-        Err(e) => worker.ledger("op-error", &format!("build {}: {e}", kernel_name(index))),
+        Err(e) => {
+            worker.ledger("op-error", &format!("build {}: {e}", kernel_name(index)));
+            None
+        }
     }
 }
 
