@@ -235,17 +235,39 @@ pub(crate) fn revalidate(
         if group.stamp.is_some() && StatStamp::of(&dir) == group.stamp {
             continue;
         }
-        for name in &group.names {
-            let path = join(&dir, name);
-            if findable(&path) {
-                return Err(Box::new(Mismatch::Shadowed {
-                    name: name.clone(),
-                    by: path,
-                }));
-            }
+        if let Some(path) = first_present(&dir, &group.names) {
+            return Err(Box::new(Mismatch::Shadowed {
+                name: path.strip_prefix(&dir).unwrap_or(&path).to_path_buf(),
+                by: path,
+            }));
         }
     }
     Ok(())
+}
+
+/// Groups with more names than this are checked against one listing of their directory.
+const LIST_THRESHOLD: usize = 8;
+
+/// The first of `names` (relative to `dir`) that the compiler would now find, if any.
+///
+/// A large group (toolkit headers' `#include <bits/...>` all looked in the caller's `-I`
+/// directory first) lists `dir` once: a name whose first component is not in the listing cannot
+/// be found; only the others are looked up one by one. The listing is what `stat`s would have
+/// seen at that moment, so the answer is the same.
+pub(crate) fn first_present(dir: &Path, names: &[PathBuf]) -> Option<PathBuf> {
+    let listing: Option<HashSet<std::ffi::OsString>> = (names.len() > LIST_THRESHOLD)
+        .then(|| std::fs::read_dir(dir).ok())
+        .flatten()
+        .map(|entries| entries.flatten().map(|e| e.file_name()).collect());
+    names.iter().find_map(|name| {
+        let first = name.components().next();
+        let surely_absent = match (&listing, first) {
+            (Some(listing), Some(std::path::Component::Normal(first))) => !listing.contains(first),
+            _ => false,
+        };
+        let path = join(dir, name);
+        (!surely_absent && findable(&path)).then_some(path)
+    })
 }
 
 /// A repeated request's check, precomputed for one search path: each project header's path and
@@ -256,7 +278,8 @@ pub(crate) fn revalidate(
 pub(crate) struct FastCheck {
     search: SearchPath,
     stamped: Vec<(PathBuf, StatStamp)>,
-    absent: Vec<PathBuf>,
+    /// Absence groups whose directory had no settled stamp: each name is looked up.
+    absent: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
 impl FastCheck {
@@ -275,7 +298,7 @@ impl FastCheck {
             let dir = search.path_of(group.base, &group.dir)?;
             match StatStamp::of(&dir).filter(StatStamp::settled) {
                 Some(stamp) => stamped.push((dir, stamp)),
-                None => absent.extend(group.names.iter().map(|n| join(&dir, n))),
+                None => absent.push((dir, group.names.clone())),
             }
         }
         Some(FastCheck {
@@ -295,6 +318,45 @@ impl FastCheck {
         self.stamped
             .iter()
             .all(|(path, stamp)| StatStamp::of(path) == Some(*stamp))
-            && !self.absent.iter().any(|p| findable(p))
+            && self
+                .absent
+                .iter()
+                .all(|(dir, names)| first_present(dir, names).is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_absence_group_finds_exactly_what_single_lookups_find() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("bits")).expect("mkdir bits");
+        std::fs::create_dir_all(d.join("sub")).expect("mkdir sub");
+        let mut names: Vec<PathBuf> = (0..12).map(|i| PathBuf::from(format!("h{i}.h"))).collect();
+        names.push("bits/types.h".into());
+        names.push("../outside.h".into());
+        assert_eq!(first_present(d, &names), None, "nothing there yet");
+        std::fs::write(d.join("bits/types.h"), "x").expect("write");
+        assert_eq!(
+            first_present(d, &names),
+            Some(d.join("bits/types.h")),
+            "a name under an existing directory is looked up"
+        );
+        std::fs::remove_file(d.join("bits/types.h")).expect("remove");
+        std::fs::write(dir.path().join("sub/../outside.h"), "x").expect("write");
+        let outside = d.join("../outside.h");
+        assert_eq!(
+            first_present(d, &names).is_some(),
+            findable(&outside),
+            "a `..` name is looked up, never judged by the listing"
+        );
+        std::fs::create_dir(d.join("h3.h")).expect("a directory");
+        assert!(
+            first_present(d, &names[..4]).is_none(),
+            "a directory is skipped, as GCC skips it"
+        );
     }
 }
