@@ -12,6 +12,7 @@ const BENCHED: &[&str] = &[
     "direct-io",
     "jit-cache",
     "launcher",
+    "remote",
 ];
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -26,7 +27,8 @@ pub fn run(args: &[String]) -> Result<()> {
     // The jit-cache bench times the `jit-cache` binary too, so it belongs to the CLI's crate.
     let package = match krate.as_str() {
         // The nvcc launcher is the CLI's too: `jit-cache nvcc` against `ccache nvcc`.
-        "jit-cache" | "launcher" => "jit-cache-cli",
+        // The remote tier's bench times the binary's fleet against ccache + Redis.
+        "jit-cache" | "launcher" | "remote" => "jit-cache-cli",
         other => other,
     };
     let mut cmd = util::cargo();

@@ -47,6 +47,10 @@ pub const REMOTE_MODE_ENV: &str = "JIT_CACHE_REMOTE_MODE";
 pub const REMOTE_NAMESPACE_ENV: &str = "JIT_CACHE_REMOTE_NAMESPACE";
 /// An expiry for uploaded manifests and blobs, in seconds (default: none).
 pub const REMOTE_TTL_ENV: &str = "JIT_CACHE_REMOTE_TTL";
+/// The connect timeout in milliseconds, handshake included (default 100).
+pub const REMOTE_CONNECT_TIMEOUT_ENV: &str = "JIT_CACHE_REMOTE_CONNECT_TIMEOUT_MS";
+/// The timeout of each read and write in milliseconds (default 500).
+pub const REMOTE_IO_TIMEOUT_ENV: &str = "JIT_CACHE_REMOTE_IO_TIMEOUT_MS";
 
 /// The most idle connections kept per tier.
 const MAX_IDLE: usize = 8;
@@ -444,11 +448,16 @@ pub struct RemoteSettings {
     pub namespace: Option<String>,
     /// An expiry for uploads.
     pub ttl: Option<Duration>,
+    /// The connect timeout (default [`RedisOptions::default`]'s).
+    pub connect_timeout: Option<Duration>,
+    /// The I/O timeout (default [`RedisOptions::default`]'s).
+    pub io_timeout: Option<Duration>,
 }
 
 impl RemoteSettings {
-    /// Reads [`REMOTE_ENV`], [`REMOTE_MODE_ENV`], [`REMOTE_NAMESPACE_ENV`], [`REMOTE_TTL_ENV`];
-    /// unset and empty variables mean the defaults.
+    /// Reads [`REMOTE_ENV`], [`REMOTE_MODE_ENV`], [`REMOTE_NAMESPACE_ENV`], [`REMOTE_TTL_ENV`],
+    /// [`REMOTE_CONNECT_TIMEOUT_ENV`] and [`REMOTE_IO_TIMEOUT_ENV`]; unset and empty variables
+    /// mean the defaults.
     pub fn from_env() -> Result<RemoteSettings, Error> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let mode = var(REMOTE_MODE_ENV)
@@ -465,11 +474,22 @@ impl RemoteSettings {
                 var: REMOTE_TTL_ENV,
                 reason: format!("not a number of seconds: {e}"),
             })?;
+        let millis = |name: &'static str| {
+            var(name)
+                .map(|t| t.parse::<u64>().map(Duration::from_millis))
+                .transpose()
+                .map_err(|e| Error::Setting {
+                    var: name,
+                    reason: format!("not a number of milliseconds: {e}"),
+                })
+        };
         Ok(RemoteSettings {
             url: var(REMOTE_ENV),
             mode,
             namespace: var(REMOTE_NAMESPACE_ENV),
             ttl,
+            connect_timeout: millis(REMOTE_CONNECT_TIMEOUT_ENV)?,
+            io_timeout: millis(REMOTE_IO_TIMEOUT_ENV)?,
         })
     }
 
@@ -485,6 +505,12 @@ impl RemoteSettings {
         let mut options = RedisOptions::default().ttl(self.ttl);
         if let Some(namespace) = self.namespace {
             options = options.namespace(namespace);
+        }
+        if let Some(timeout) = self.connect_timeout {
+            options.connect_timeout = timeout;
+        }
+        if let Some(timeout) = self.io_timeout {
+            options.io_timeout = timeout;
         }
         remote(&url, mode, options).map(Some)
     }

@@ -94,6 +94,10 @@ fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
         .flat_map(|(root, sources)| (0..4).map(move |_| (root, sources)))
         .map(|(root, sources)| {
             cli(root, &counting.path)
+                // This test is about single flight: timeouts generous enough for a loaded
+                // 2-core machine (a slow remote is skipped by design, and tested elsewhere).
+                .env("JIT_CACHE_REMOTE_CONNECT_TIMEOUT_MS", "2000")
+                .env("JIT_CACHE_REMOTE_IO_TIMEOUT_MS", "10000")
                 .args(["--json", "--remote", &server.url(), "build", "-j", "1"])
                 .args(sources)
                 .stdout(Stdio::piped())

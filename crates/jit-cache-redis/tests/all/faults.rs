@@ -25,7 +25,7 @@ fn a_refused_connection_costs_one_attempt_per_process() {
         "redis+unix://{}",
         dir.path().join("no-server.sock").display()
     );
-    let dead = remote(&url, RemoteMode::ReadWrite);
+    let dead = remote_with(&url, RemoteMode::ReadWrite, RedisOptions::default());
     let cache = host(&dir.path().join("a"), Some(dead.clone()));
     all_built_locally(&cache, &[1, 2, 3]);
     assert_eq!(
@@ -40,7 +40,12 @@ fn a_refused_connection_costs_one_attempt_per_process() {
 fn a_stopped_server_costs_one_timeout_then_nothing() {
     let server = Server::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let stopped = remote(&server.url(), RemoteMode::ReadWrite);
+    // The default timeouts: connect (handshake included) 100 ms.
+    let stopped = remote_with(
+        &server.url(),
+        RemoteMode::ReadWrite,
+        RedisOptions::default(),
+    );
     let cache = host(&dir.path().join("a"), Some(stopped.clone()));
     server.signal(Signal::STOP);
     let started = Instant::now();

@@ -141,8 +141,13 @@ pub fn real_nvcc() -> PathBuf {
 }
 
 /// A remote on `url` with a short lease (tests kill holders) and a read-write default.
+/// Timeouts generous enough for a loaded 2-core machine: these tests are about sharing and
+/// coordination; the fault tests that are about timeouts use the defaults.
 pub fn remote(url: &str, mode: RemoteMode) -> Remote {
-    remote_with(url, mode, RedisOptions::default())
+    let mut options = RedisOptions::default();
+    options.connect_timeout = Duration::from_secs(2);
+    options.io_timeout = Duration::from_secs(10);
+    remote_with(url, mode, options)
 }
 
 pub fn remote_with(url: &str, mode: RemoteMode, options: RedisOptions) -> Remote {

@@ -236,9 +236,7 @@ fn publish_fetched(
         // Under the lock, a directory the lookup did not accept is corrupt or planted.
         move_to_trash(layout, &target)?;
     }
-    // AlreadyExisted: another writer published this very variant meanwhile; its entry, checked
-    // like any other, is opened below.
-    let _ = staging.commit_noreplace(&target)?;
+    let published = staging.commit_noreplace(&target)?;
     write_record(
         &layout.slot_file(&prepared.slot),
         &SlotRecord {
@@ -250,16 +248,32 @@ fn publish_fetched(
         },
     )?;
     prune_variants(layout, &key_dir, cache.options.max_variants)?;
-    let variant_dir = crate::layout::variant_dir_name(&variant);
-    let (_, artifact) = entry::open_entry(&target, &prepared.key, &variant_dir)
-        .and_then(|open| open.load(spec.kind))
-        .map_err(|why| {
-            Error::io(
-                "open fetched entry",
-                &target,
-                std::io::Error::other(format!("{why:?}")),
-            )
-        })?;
+    // Our own entry holds the bytes just verified: pin it without reading them again. Another
+    // writer's (it published this very variant meanwhile) is opened and checked like any entry.
+    let ours = match published {
+        durable_fs::PublishOutcome::Published => entry::Artifact::repin(
+            Arc::from(bytes),
+            &target.join(entry::artifact_file_name(spec.kind)),
+            spec.kind,
+        ),
+        _ => None,
+    };
+    let artifact = match ours {
+        Some(artifact) => artifact,
+        None => {
+            let variant_dir = crate::layout::variant_dir_name(&variant);
+            entry::open_entry(&target, &prepared.key, &variant_dir)
+                .and_then(|open| open.load(spec.kind))
+                .map_err(|why| {
+                    Error::io(
+                        "open fetched entry",
+                        &target,
+                        std::io::Error::other(format!("{why:?}")),
+                    )
+                })?
+                .1
+        }
+    };
     Ok(Answer {
         artifact,
         outcome: Outcome::Fetched,

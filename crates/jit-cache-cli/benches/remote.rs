@@ -1,0 +1,404 @@
+//! `cargo xtask bench remote`: the Redis remote tier against ccache + Redis, side by side, each
+//! contender on its own `redis-server` (Unix socket, persistence off, started and killed here).
+//!
+//! 1. Fleet warm-up: 4 hosts (own cache roots and checkouts), same order, 6 heavy kernels (a
+//!    generated kernel of ~750 headers and a ~500 KB cubin), a process per kernel: compiles
+//!    (counted by a wrapper around nvcc) and wall, jit-cache `--remote` against
+//!    `ccache nvcc` with `remote_storage` on Redis.
+//! 2. A remote hit of one heavy kernel through the library: local miss, fetch, verify, publish.
+//! 3. A remote that does not answer (a stopped server): the extra time of a `jit-cache build`
+//!    process of three kernels, and the remote errors it counted.
+//! 4. A local hit (`jit-cache build`, a process per call) with a remote configured and without.
+//!
+//! Options: `--runs N` (default 9), `--only fleet|hit|down|local`.
+
+use jit_cache::{Cache, CacheOptions, KernelSpec, Outcome, RemoteMode};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const KERNELS: usize = 6;
+const HOSTS: usize = 4;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9usize);
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let want = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    let nvcc =
+        PathBuf::from(std::env::var_os("NVCC").expect("set NVCC (cargo xtask bench remote does)"));
+    let dir = tempfile::Builder::new()
+        .prefix("jit-cache-remote-bench-")
+        .tempdir_in("/var/tmp")
+        .expect("temp dir");
+    println!("remote bench ({runs} runs); nvcc {}", nvcc.display());
+    if want("fleet") {
+        fleet(dir.path(), &nvcc);
+    }
+    if want("hit") {
+        remote_hit(dir.path(), &nvcc, runs);
+    }
+    if want("down") {
+        remote_down(dir.path(), &nvcc, runs);
+    }
+    if want("local") {
+        local_hit(dir.path(), &nvcc, runs);
+    }
+}
+
+/// A redis-server of the bench's own.
+struct Server {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        std::fs::create_dir_all(dir).expect("mkdir redis dir");
+        let socket = dir.join("redis.sock");
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&socket)
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("redis-server (cargo xtask setup installs it)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Server { child, socket }
+    }
+
+    fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{name}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A wrapper around nvcc that logs one line per compile (not per `--version`).
+fn counting_nvcc(dir: &Path, nvcc: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let (path, log) = (dir.join("nvcc"), dir.join("compiles.log"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *) echo x >> '{}' ;; esac\nexec '{}' \"$@\"\n",
+            log.display(),
+            nvcc.display()
+        ),
+    )
+    .expect("write wrapper");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (path, log)
+}
+
+fn count_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+}
+
+/// A checkout of the heavy kernels: 600 project headers (plus the toolkit's, ~750 in all) and
+/// `KERNELS` sources of 64 kernels each (a ~500 KB cubin).
+fn checkout(dir: &Path) -> Vec<PathBuf> {
+    let inc = dir.join("include/gen");
+    std::fs::create_dir_all(&inc).expect("mkdir");
+    let mut includes = String::new();
+    for i in 0..600 {
+        std::fs::write(
+            inc.join(format!("h{i}.cuh")),
+            format!(
+                "#pragma once\ntemplate <int N> __device__ __forceinline__ float g{i}(float x) {{ return x * (1.0f + N * 1e-6f) + {i}.0f; }}\n"
+            ),
+        )
+        .expect("write header");
+        includes.push_str(&format!("#include \"gen/h{i}.cuh\"\n"));
+    }
+    (0..KERNELS)
+        .map(|n| {
+            let mut src = includes.clone();
+            src.push_str(&format!(
+                "template <int N> struct Chain {{ __device__ __forceinline__ static float run(float x) {{ return Chain<N - 1>::run(g0<N>(x) * 0.999f + {n}.0f); }} }};\n\
+                 template <> struct Chain<0> {{ __device__ __forceinline__ static float run(float x) {{ return x; }} }};\n"
+            ));
+            for k in 0..64 {
+                src.push_str(&format!(
+                    "extern \"C\" __global__ void heavy{k}(float* x) {{ float v = x[threadIdx.x]; v = Chain<190>::run(v + {k}.0f); x[threadIdx.x] = g{}<{k}>(v); }}\n",
+                    k * 9
+                ));
+            }
+            let path = dir.join(format!("heavy{n}.cu"));
+            std::fs::write(&path, src).expect("write source");
+            path
+        })
+        .collect()
+}
+
+fn jit_cache_cmd(root: &Path, nvcc: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jit-cache"));
+    cmd.arg("--cache-dir").arg(root).env("NVCC", nvcc);
+    cmd
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// 4 hosts in parallel, each asking for the kernels in the same order, a process per kernel.
+fn warm_fleet(
+    host_cmd: &(dyn Fn(usize, &Path) -> Command + Sync),
+    sources: &[Vec<PathBuf>],
+) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for (h, host_sources) in sources.iter().enumerate() {
+            s.spawn(move || {
+                for source in host_sources {
+                    run_ok(&mut host_cmd(h, source));
+                }
+            });
+        }
+    });
+    start.elapsed().as_secs_f64()
+}
+
+fn fleet(dir: &Path, nvcc: &Path) {
+    let work = dir.join("fleet");
+    let sources: Vec<Vec<PathBuf>> = (0..HOSTS)
+        .map(|h| checkout(&work.join(format!("host{h}/checkout"))))
+        .collect();
+
+    // ccache + Redis: each host its own ccache dir, one shared remote storage.
+    let ccache_redis = Server::start(&work.join("redis-ccache"));
+    let (ccache_nvcc, ccache_log) = counting_nvcc(&work.join("ccache-wrapper"), nvcc);
+    let remote = format!("redis+unix:{}", ccache_redis.socket.display());
+    let ccache_cmd = |h: usize, source: &Path| {
+        let checkout = source.parent().expect("checkout dir").to_path_buf();
+        let mut cmd = Command::new("ccache");
+        cmd.arg(&ccache_nvcc)
+            .args(["-Iinclude", "-arch=sm_90", "-c", "-cubin"])
+            .arg(source.file_name().expect("name"))
+            .arg("-o")
+            .arg(source.with_extension("ccache.cubin"))
+            .current_dir(checkout)
+            .env("CCACHE_DIR", work.join(format!("host{h}/ccache")))
+            .env("CCACHE_REMOTE_STORAGE", &remote)
+            .env("CCACHE_BASEDIR", work.join(format!("host{h}")));
+        cmd
+    };
+    let ccache_wall = warm_fleet(&ccache_cmd, &sources);
+    let ccache_compiles = count_lines(&ccache_log);
+    drop(ccache_redis);
+
+    let ours_redis = Server::start(&work.join("redis-ours"));
+    let (our_nvcc, our_log) = counting_nvcc(&work.join("our-wrapper"), nvcc);
+    let url = ours_redis.url();
+    let our_cmd = |h: usize, source: &Path| {
+        let mut cmd = jit_cache_cmd(&work.join(format!("host{h}/jit-cache")), &our_nvcc);
+        cmd.args(["--remote", &url, "build", "-I"])
+            .arg(source.parent().expect("checkout").join("include"))
+            .arg(source);
+        cmd
+    };
+    let our_wall = warm_fleet(&our_cmd, &sources);
+    let our_compiles = count_lines(&our_log);
+
+    println!("\n1. fleet warm-up: {HOSTS} hosts, same order, {KERNELS} heavy kernels, a process per kernel");
+    println!(
+        "   {:<36} {:>4} compiles {:>8.1}s",
+        "ccache + Redis", ccache_compiles, ccache_wall
+    );
+    println!(
+        "   {:<36} {:>4} compiles {:>8.1}s",
+        "jit-cache --remote (Redis)", our_compiles, our_wall
+    );
+    println!(
+        "   {:<36} {:>13.2}x   (goal: {KERNELS} compiles, wall <= 0.4x)",
+        "wall, jit-cache / ccache",
+        our_wall / ccache_wall
+    );
+}
+
+fn options(nvcc: &Path) -> CacheOptions {
+    CacheOptions::default().nvcc(nvcc::Nvcc::at(nvcc).expect("nvcc"))
+}
+
+fn remote_hit(dir: &Path, nvcc: &Path, runs: usize) {
+    let work = dir.join("hit");
+    let server = Server::start(&work.join("redis"));
+    let source = checkout(&work.join("checkout")).remove(0);
+    let spec = KernelSpec::from_file(&source).include_dir(work.join("checkout/include"));
+    let remote = || {
+        jit_cache_redis::remote(
+            &server.url(),
+            RemoteMode::ReadWrite,
+            jit_cache_redis::RedisOptions::default(),
+        )
+        .expect("remote")
+    };
+    let builder = Cache::open_with(work.join("builder"), options(nvcc).remote(remote()))
+        .expect("open builder");
+    let built = builder.get_or_build(&spec).expect("build");
+    let size = built.artifact.bytes().len();
+    let fetcher = Cache::open_with(work.join("fetcher"), options(nvcc).remote(remote()))
+        .expect("open fetcher");
+    let mut times = Vec::new();
+    for _ in 0..runs.max(3) {
+        // A local miss each time: the entry is evicted (the handle keeps its toolchain identity,
+        // as a long-lived process would).
+        fetcher.clear().expect("clear");
+        let start = Instant::now();
+        let answer = fetcher.get_or_build(&spec).expect("fetch");
+        times.push(ms(start.elapsed()));
+        assert_eq!(answer.outcome, Outcome::Fetched, "a remote hit");
+        assert!(answer.artifact.bytes() == built.artifact.bytes());
+    }
+    println!(
+        "\n2. remote hit: local miss, fetch, verify (size, blake3), publish; through the library"
+    );
+    println!(
+        "   {:<36} {:>9.2}ms   ({} KB cubin; goal <= 5 ms on loopback)",
+        "remote hit (median)",
+        median(times),
+        size / 1024
+    );
+}
+
+fn remote_down(dir: &Path, nvcc: &Path, runs: usize) {
+    let work = dir.join("down");
+    let server = Server::start(&work.join("redis"));
+    server.signal("STOP");
+    let sources: Vec<PathBuf> = (0..3)
+        .map(|n| {
+            let path = work.join(format!("small{n}.cu"));
+            std::fs::write(
+                &path,
+                format!(
+                    "extern \"C\" __global__ void s{n}(float* x) {{ x[threadIdx.x] *= {n}.0f; }}\n"
+                ),
+            )
+            .expect("write");
+            path
+        })
+        .collect();
+    let (mut with, mut without, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        // Interleaved, fresh roots: each process compiles the three kernels.
+        let root = work.join(format!("without{r}"));
+        let start = Instant::now();
+        run_ok(
+            jit_cache_cmd(&root, nvcc)
+                .args(["build", "-j", "1"])
+                .args(&sources),
+        );
+        without.push(ms(start.elapsed()));
+        let root = work.join(format!("with{r}"));
+        let start = Instant::now();
+        run_ok(
+            jit_cache_cmd(&root, nvcc)
+                .args(["--remote", &server.url(), "build", "-j", "1"])
+                .args(&sources),
+        );
+        with.push(ms(start.elapsed()));
+        let stats = Cache::open(&root).expect("open").remote_stats();
+        errors.push(stats.errors);
+    }
+    let (with, without) = (median(with), median(without));
+    println!("\n3. remote down (server stopped): a `jit-cache build` process of 3 local misses");
+    println!("   {:<36} {:>9.1}ms", "no remote", without);
+    println!(
+        "   {:<36} {:>9.1}ms   (remote errors counted per process: {:?})",
+        "stopped remote", with, errors
+    );
+    println!(
+        "   {:<36} {:>9.1}ms   (goal <= 150 ms once, then 0 per kernel)",
+        "extra per process",
+        with - without
+    );
+}
+
+fn local_hit(dir: &Path, nvcc: &Path, runs: usize) {
+    let work = dir.join("local");
+    let server = Server::start(&work.join("redis"));
+    let source = work.join("k.cu");
+    std::fs::write(
+        &source,
+        "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n",
+    )
+    .expect("write");
+    let root = work.join("cache");
+    run_ok(jit_cache_cmd(&root, nvcc).arg("build").arg(&source));
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let mut ratios = Vec::new();
+    for _ in 0..runs.max(5) * 3 {
+        let start = Instant::now();
+        run_ok(jit_cache_cmd(&root, nvcc).arg("build").arg(&source));
+        let plain = ms(start.elapsed());
+        let start = Instant::now();
+        run_ok(
+            jit_cache_cmd(&root, nvcc)
+                .args(["--remote", &server.url(), "build"])
+                .arg(&source),
+        );
+        let remote = ms(start.elapsed());
+        ratios.push(remote / plain);
+        with.push(remote);
+        without.push(plain);
+    }
+    let remote_stats = Cache::open(&root).expect("open").remote_stats();
+    println!("\n4. local hit, `jit-cache build` (a process per call), interleaved");
+    println!("   {:<36} {:>9.2}ms", "no remote", median(without));
+    println!("   {:<36} {:>9.2}ms", "remote configured", median(with));
+    println!(
+        "   {:<36} {:>9.3}    (goal <= 1.05; remote operations: {} hits, {} misses, {} errors)",
+        "median paired ratio",
+        median(ratios),
+        remote_stats.hits,
+        remote_stats.misses,
+        remote_stats.errors
+    );
+}
