@@ -5,6 +5,8 @@
 //!                        [--kernels K] [--check-every K] [--json] [--inject-bug NAME]
 //! cargo xtask crash-test --race [--procs P] [--kernels K] [--rounds R] [--fs ...] [--json] [--inject-bug NAME]
 //! cargo xtask crash-test --power-loss [--cuts N] [--seed S] [--json]
+//! cargo xtask crash-test --fs nfs-sim [--hosts N] [--locks shared|local] [--actimeo S]
+//!                        [--grace-ms MS] [--host-crash-every K] [the run options above]
 //! ```
 //!
 //! The first two build `crash-harness` (release) and run its `run` or `race` command with the
@@ -80,5 +82,6 @@ fn usage() -> &'static str {
     "usage:\n  cargo xtask crash-test [--kills N] [--workers W] [--seed S] [--fs tmp|ext4|xfs|xfs4k|btrfs|tmpfs] \
      [--kernels K] [--check-every K] [--json] [--inject-bug in-place|meta-first|skip-lock|delete-lock-file]\n  \
      cargo xtask crash-test --race [--procs P] [--kernels K] [--rounds R] [--fs ...] [--json] [--inject-bug skip-lock]\n  \
-     cargo xtask crash-test --power-loss [--cuts N] [--seed S] [--json]"
+     cargo xtask crash-test --power-loss [--cuts N] [--seed S] [--json]\n  \
+     cargo xtask crash-test --fs nfs-sim [--hosts N] [--locks shared|local] [--actimeo S] [--grace-ms MS] [--host-crash-every K] [run options]"
 }

@@ -179,6 +179,17 @@ pub fn run(args: &[String]) -> Result<()> {
     step("crash-test xfs", &mut || {
         crate::crash_test::run(&args(&["--kills", "200", "--seed", "1", "--fs", "xfs"]))
     })?;
+    // Three simulated NFS hosts in each lock mode (issue 13): host crashes, cross-host pins,
+    // compiles per key per mode. actimeo 0 and a 1.5 s grace let eviction happen in a short run.
+    for locks in ["shared", "local"] {
+        step(&format!("crash-test nfs-sim {locks}"), &mut || {
+            let run = "--kills 150 --seed 1 --fs nfs-sim --hosts 3 --actimeo 0 --grace-ms 1500 \
+                       --kernels 60 --max-delay-ms 200 --locks";
+            let mut list: Vec<&str> = run.split_whitespace().collect();
+            list.push(locks);
+            crate::crash_test::run(&args(&list))
+        })?;
+    }
     step("race", &mut || {
         crate::crash_test::run(&args(&[
             "--race",

@@ -402,22 +402,22 @@ impl Filesystem for HostFs {
             Ok(entries) => entries,
             Err(e) => return reply.error(errno(e)),
         };
+        // `.` and `..` have cookies 1 and 2, names their own stable cookies.
         let dots = [
-            (OsStr::new(".").to_owned(), ino.0, true),
-            (OsStr::new("..").to_owned(), ino.0, true),
+            (OsStr::new(".").to_owned(), ino.0, true, 1),
+            (OsStr::new("..").to_owned(), ino.0, true, 2),
         ];
-        for (i, (name, child, is_dir)) in dots
+        for (name, child, is_dir, cookie) in dots
             .into_iter()
             .chain(entries)
-            .enumerate()
-            .skip(offset as usize)
+            .filter(|entry| entry.3 > offset)
         {
             let kind = if is_dir {
                 FileType::Directory
             } else {
                 FileType::RegularFile
             };
-            if reply.add(INodeNo(child), i as u64 + 1, kind, &name) {
+            if reply.add(INodeNo(child), cookie, kind, &name) {
                 break;
             }
         }

@@ -74,7 +74,12 @@ pub(crate) struct Store {
     next: Ino,
     pub(crate) locks: HashMap<Ino, Vec<Lock>>,
     pub(crate) waiters: Vec<Waiter>,
+    cookies: HashMap<(Ino, OsString), u64>,
+    next_cookie: u64,
 }
+
+/// Readdir cookies 1 and 2 are `.` and `..`; names get larger ones.
+pub(crate) const FIRST_COOKIE: u64 = 3;
 
 impl Store {
     pub(crate) fn new() -> Store {
@@ -99,6 +104,8 @@ impl Store {
             next: ROOT + 1,
             locks: HashMap::new(),
             waiters: Vec::new(),
+            cookies: HashMap::new(),
+            next_cookie: FIRST_COOKIE,
         }
     }
 
@@ -143,15 +150,43 @@ impl Store {
             .ok_or(libc::ENOENT)
     }
 
-    pub(crate) fn entries(&self, host: usize, dir: Ino) -> Result<Vec<(OsString, Ino, bool)>, i32> {
-        Ok(self
+    /// A directory's entries with their readdir cookies, in cookie order: a cookie is given once,
+    /// when the name is linked in, so a listing that resumes after a cookie neither skips nor
+    /// repeats names while others are removed (as NFS cookies; positions would shift).
+    pub(crate) fn entries(
+        &self,
+        host: usize,
+        dir: Ino,
+    ) -> Result<Vec<(OsString, Ino, bool, u64)>, i32> {
+        let mut listed: Vec<(OsString, Ino, bool, u64)> = self
             .dir(host, dir)?
             .iter()
             .map(|(name, ino)| {
                 let is_dir = self.nodes.get(ino).is_some_and(Node::is_dir);
-                (name.clone(), *ino, is_dir)
+                let cookie = self
+                    .cookies
+                    .get(&(dir, name.clone()))
+                    .copied()
+                    .unwrap_or(FIRST_COOKIE);
+                (name.clone(), *ino, is_dir, cookie)
             })
-            .collect())
+            .collect();
+        listed.sort_by_key(|entry| entry.3);
+        Ok(listed)
+    }
+
+    fn insert_entry(&mut self, host: usize, dir: Ino, name: &OsStr, ino: Ino) -> Result<(), i32> {
+        self.dir_mut(host, dir)?.insert(name.to_owned(), ino);
+        self.next_cookie += 1;
+        self.cookies
+            .insert((dir, name.to_owned()), self.next_cookie);
+        Ok(())
+    }
+
+    fn remove_entry(&mut self, host: usize, dir: Ino, name: &OsStr) -> Result<(), i32> {
+        self.dir_mut(host, dir)?.remove(name);
+        self.cookies.remove(&(dir, name.to_owned()));
+        Ok(())
     }
 
     pub(crate) fn create(
@@ -188,7 +223,7 @@ impl Store {
                 open_by: HashMap::new(),
             },
         );
-        self.dir_mut(host, parent)?.insert(name.to_owned(), ino);
+        self.insert_entry(host, parent, name, ino)?;
         Ok(ino)
     }
 
@@ -218,7 +253,7 @@ impl Store {
             (Body::File(_), true) => return Err(libc::ENOTDIR),
             _ => {}
         }
-        self.dir_mut(host, parent)?.remove(name);
+        self.remove_entry(host, parent, name)?;
         self.unref(ino);
         Ok(())
     }
@@ -245,11 +280,11 @@ impl Store {
                 (Body::File(_), true) => return Err(libc::ENOTDIR),
                 _ => {}
             }
-            self.dir_mut(host, to)?.remove(newname);
+            self.remove_entry(host, to, newname)?;
             self.unref(old);
         }
-        self.dir_mut(host, from)?.remove(name);
-        self.dir_mut(host, to)?.insert(newname.to_owned(), ino);
+        self.remove_entry(host, from, name)?;
+        self.insert_entry(host, to, newname, ino)?;
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.ctime = SystemTime::now();
         }
@@ -269,7 +304,7 @@ impl Store {
         if self.dir(host, parent)?.contains_key(name) {
             return Err(libc::EEXIST);
         }
-        self.dir_mut(host, parent)?.insert(name.to_owned(), ino);
+        self.insert_entry(host, parent, name, ino)?;
         let node = self.node_mut(host, ino)?;
         node.nlink += 1;
         node.ctime = SystemTime::now();

@@ -453,6 +453,13 @@ impl Supervisor<'_> {
             // On host 0, reading every host's event log (by lock mode: one order across hosts,
             // or one per host).
             Some(cluster) => {
+                // The checker judges the server's state, so it gets a fresh client: host 0's
+                // kernel may still cache a miss for a file a killed worker's interrupted create
+                // made (its reply was lost), which the sweep would then skip.
+                cluster.crash(0).context("remount host 0 for the checker")?;
+                cluster
+                    .restart(0)
+                    .context("remount host 0 for the checker")?;
                 let traces: Vec<String> = (0..self.args.hosts.hosts)
                     .map(|h| {
                         crate::hosts::trace_path(&self.run.root, h)
