@@ -207,7 +207,17 @@ impl Filesystem for HostFs {
         let mut store = self.store();
         let perm = (mode & !umask & 0o7777) as u16;
         self.forget_miss(parent.0, name);
-        match store.create(self.host, parent.0, name, true, perm, req.uid(), req.gid()) {
+        match store.create(
+            self.host,
+            parent.0,
+            name,
+            true,
+            crate::store::Owner {
+                perm,
+                uid: req.uid(),
+                gid: req.gid(),
+            },
+        ) {
             Ok(ino) => self.entry_of(&store, ino, reply),
             Err(e) => reply.error(errno(e)),
         }
@@ -442,7 +452,17 @@ impl Filesystem for HostFs {
         let perm = (mode & !umask & 0o7777) as u16;
         self.forget_miss(parent.0, name);
         let created = store
-            .create(self.host, parent.0, name, false, perm, req.uid(), req.gid())
+            .create(
+                self.host,
+                parent.0,
+                name,
+                false,
+                crate::store::Owner {
+                    perm,
+                    uid: req.uid(),
+                    gid: req.gid(),
+                },
+            )
             .and_then(|ino| {
                 store.opened(self.host, ino)?;
                 Ok(attr(ino, store.node(self.host, ino)?))

@@ -42,6 +42,14 @@ impl Node {
     }
 }
 
+/// The permission bits and owner of a new node.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Owner {
+    pub(crate) perm: u16,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+}
+
 /// A byte-range lock held on the server, or asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Lock {
@@ -195,9 +203,7 @@ impl Store {
         parent: Ino,
         name: &OsStr,
         dir: bool,
-        perm: u16,
-        uid: u32,
-        gid: u32,
+        owner: Owner,
     ) -> Result<Ino, i32> {
         if self.dir(host, parent)?.contains_key(name) {
             return Err(libc::EEXIST);
@@ -213,9 +219,9 @@ impl Store {
                 } else {
                     Body::File(Vec::new())
                 },
-                perm,
-                uid,
-                gid,
+                perm: owner.perm,
+                uid: owner.uid,
+                gid: owner.gid,
                 atime: now,
                 mtime: now,
                 ctime: now,

@@ -74,17 +74,17 @@ fn renameat2_flags_are_refused_with_einval_and_durable_fs_falls_back() {
         std::fs::write(root.join("b"), b"b").expect("write b");
         let refused = rustix::fs::renameat_with(
             CWD,
-            &root.join("a"),
+            root.join("a"),
             CWD,
-            &root.join("c"),
+            root.join("c"),
             RenameFlags::NOREPLACE,
         );
         assert_eq!(refused, Err(Errno::INVAL), "RENAME_NOREPLACE is refused");
         let refused = rustix::fs::renameat_with(
             CWD,
-            &root.join("a"),
+            root.join("a"),
             CWD,
-            &root.join("b"),
+            root.join("b"),
             RenameFlags::EXCHANGE,
         );
         assert_eq!(refused, Err(Errno::INVAL), "RENAME_EXCHANGE is refused");

@@ -154,7 +154,7 @@ pub fn age_children(dir: &Path, secs_ago: u64) {
     for item in std::fs::read_dir(dir).expect("list").flatten() {
         rustix::fs::utimensat(
             rustix::fs::CWD,
-            &item.path(),
+            item.path(),
             &stamps,
             rustix::fs::AtFlags::empty(),
         )
