@@ -51,6 +51,9 @@ pub const REMOTE_TTL_ENV: &str = "JIT_CACHE_REMOTE_TTL";
 pub const REMOTE_CONNECT_TIMEOUT_ENV: &str = "JIT_CACHE_REMOTE_CONNECT_TIMEOUT_MS";
 /// The timeout of each read and write in milliseconds (default 500).
 pub const REMOTE_IO_TIMEOUT_ENV: &str = "JIT_CACHE_REMOTE_IO_TIMEOUT_MS";
+/// A compile lease's expiry in milliseconds (default 15 000): how long a dead holder delays the
+/// fleet.
+pub const REMOTE_LEASE_TTL_ENV: &str = "JIT_CACHE_REMOTE_LEASE_TTL_MS";
 
 /// The most idle connections kept per tier.
 const MAX_IDLE: usize = 8;
@@ -249,6 +252,81 @@ impl RedisTier {
     fn ttl_ms(&self) -> u64 {
         self.options.ttl.map_or(0, |t| t.as_millis() as u64)
     }
+
+    /// All keys matching `pattern`, by `SCAN` (never `KEYS`, which blocks the server).
+    fn scan(&self, pattern: &str) -> Result<Vec<String>, TierError> {
+        let mut cursor = 0u64;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = self.run("scan", pattern, |con| {
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query(con)
+            })?;
+            keys.extend(batch);
+            if next == 0 {
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Checks the store: every manifest parses, which of its variants' blobs exist, and every
+    /// blob hashes to its name. Reads everything (an operator's tool and the crash tests' checker).
+    pub fn audit(&self) -> Result<Audit, TierError> {
+        let mut audit = Audit::default();
+        for name in self.scan(&self.name('m', "*"))? {
+            audit.manifests += 1;
+            let bytes = self.get_bounded("get manifest", &name, 64 << 20)?;
+            let Some(artifacts) = bytes.as_deref().and_then(jit_cache::manifest_artifacts) else {
+                audit.unreadable_manifests.push(name);
+                continue;
+            };
+            for (digest, _size) in artifacts {
+                audit.variants += 1;
+                let blob = self.name('b', &digest);
+                let exists: bool = self.run("exists", &blob, |con| {
+                    redis::cmd("EXISTS").arg(&blob).query(con)
+                })?;
+                if !exists {
+                    audit.variants_without_blob += 1;
+                }
+            }
+        }
+        let prefix = self.name('b', "");
+        for name in self.scan(&self.name('b', "*"))? {
+            audit.blobs += 1;
+            let bytes: Vec<u8> = self.run("get blob", &name, |con| {
+                redis::cmd("GET").arg(&name).query(con)
+            })?;
+            if fingerprint::Digest::of_bytes(&bytes).to_hex() != name[prefix.len()..] {
+                audit.corrupt_blobs.push(name);
+            }
+        }
+        Ok(audit)
+    }
+}
+
+/// What [`RedisTier::audit`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Audit {
+    /// Manifests in the namespace.
+    pub manifests: usize,
+    /// Manifests that do not parse (readers treat them as misses).
+    pub unreadable_manifests: Vec<String>,
+    /// Variants the manifests name.
+    pub variants: usize,
+    /// Variants whose blob is absent (evicted, expired, lost with the server): misses.
+    pub variants_without_blob: usize,
+    /// Blobs in the namespace.
+    pub blobs: usize,
+    /// Blobs whose content does not hash to their name.
+    pub corrupt_blobs: Vec<String>,
 }
 
 /// Maps a client error to the cache's kinds: transport failures make the tier unavailable;
@@ -452,12 +530,14 @@ pub struct RemoteSettings {
     pub connect_timeout: Option<Duration>,
     /// The I/O timeout (default [`RedisOptions::default`]'s).
     pub io_timeout: Option<Duration>,
+    /// The lease expiry (default [`RemotePolicy::default`]'s).
+    pub lease_ttl: Option<Duration>,
 }
 
 impl RemoteSettings {
     /// Reads [`REMOTE_ENV`], [`REMOTE_MODE_ENV`], [`REMOTE_NAMESPACE_ENV`], [`REMOTE_TTL_ENV`],
-    /// [`REMOTE_CONNECT_TIMEOUT_ENV`] and [`REMOTE_IO_TIMEOUT_ENV`]; unset and empty variables
-    /// mean the defaults.
+    /// [`REMOTE_CONNECT_TIMEOUT_ENV`], [`REMOTE_IO_TIMEOUT_ENV`] and [`REMOTE_LEASE_TTL_ENV`];
+    /// unset and empty variables mean the defaults.
     pub fn from_env() -> Result<RemoteSettings, Error> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let mode = var(REMOTE_MODE_ENV)
@@ -490,6 +570,7 @@ impl RemoteSettings {
             ttl,
             connect_timeout: millis(REMOTE_CONNECT_TIMEOUT_ENV)?,
             io_timeout: millis(REMOTE_IO_TIMEOUT_ENV)?,
+            lease_ttl: millis(REMOTE_LEASE_TTL_ENV)?,
         })
     }
 
@@ -512,7 +593,12 @@ impl RemoteSettings {
         if let Some(timeout) = self.io_timeout {
             options.io_timeout = timeout;
         }
-        remote(&url, mode, options).map(Some)
+        let tier = RedisTier::open(&url, options)?;
+        let mut policy = RemotePolicy::default().mode(mode);
+        if let Some(ttl) = self.lease_ttl {
+            policy = policy.lease_ttl(ttl);
+        }
+        Ok(Some(Remote::new(tier).with_policy(policy)))
     }
 }
 

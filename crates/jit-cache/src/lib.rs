@@ -115,7 +115,8 @@ pub use liveness::{
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
 pub use remote::{
-    Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier, TierError, TierErrorKind,
+    manifest_artifacts, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier, TierError,
+    TierErrorKind,
 };
 pub use spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};
 

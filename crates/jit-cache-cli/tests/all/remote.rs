@@ -14,7 +14,40 @@ struct Server {
     _dir: tempfile::TempDir,
 }
 
+fn spawn_redis(dir: &Path, socket: &Path) -> Child {
+    let child = Command::new("redis-server")
+        .args(["--port", "0", "--unixsocket"])
+        .arg(socket)
+        .args(["--save", "", "--appendonly", "no", "--dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("redis-server must be installed (`cargo xtask setup` installs it): {e}")
+        });
+    // Ready when it answers (a socket left by a killed server may still be there).
+    let tier = jit_cache_redis::RedisTier::open(
+        &format!("redis+unix://{}", socket.display()),
+        jit_cache_redis::RedisOptions::default(),
+    )
+    .expect("URL");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while jit_cache::RemoteTier::health(&tier).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 impl Server {
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn_redis(self._dir.path(), &self.socket);
+    }
+
     fn start() -> Server {
         let dir = tempfile::tempdir().expect("temp dir for redis");
         let socket = dir.path().join("redis.sock");
@@ -198,4 +231,120 @@ fn a_dead_remote_never_fails_the_command_and_warns_once() {
         1,
         "one warning per process, never one per kernel: {stderr}"
     );
+}
+
+#[test]
+fn heavy_builders_and_the_server_killed_mid_run_leave_a_consistent_remote() {
+    let mut server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A compile slow enough to be killed while it holds the fleet's lease.
+    let slow = dir.path().join("slow-nvcc");
+    crate::support::write_executable(
+        &slow,
+        &format!(
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *) sleep 0.3 ;; esac\nexec '{}' \"$@\"\n",
+            real_nvcc().display()
+        ),
+    );
+    let sources = checkout(&dir.path().join("checkout"));
+    // Seeded kill moments: a deterministic schedule, not synchronisation.
+    let mut seed = 0x2545_f491_u64;
+    let mut next = |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let (mut killed, mut finished) = (0, 0);
+    for round in 0..3 {
+        let mut running: Vec<(Child, Option<Duration>)> = (0..8)
+            .map(|p| {
+                let root = dir.path().join(format!("round{round}/host{}", p % 4));
+                let child = cli(&root, &slow)
+                    .env("JIT_CACHE_REMOTE_LEASE_TTL_MS", "1000")
+                    .env("JIT_CACHE_REMOTE_CONNECT_TIMEOUT_MS", "2000")
+                    .env("JIT_CACHE_REMOTE_IO_TIMEOUT_MS", "10000")
+                    .args(["--remote", &server.url(), "build", "-j", "1"])
+                    .args(&sources)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start a builder");
+                // Half the builders are killed at a random moment of the first 2.5 s.
+                let kill = (p % 2 == 0).then(|| Duration::from_millis(next(2500)));
+                (child, kill)
+            })
+            .collect();
+        let started = Instant::now();
+        let mut server_killed = round != 1;
+        while running.iter().any(|(_, kill)| kill.is_some()) || !server_killed {
+            for (child, kill) in &mut running {
+                if kill.is_some_and(|at| started.elapsed() >= at) {
+                    let _ = child.kill();
+                    *kill = None;
+                    killed += 1;
+                }
+            }
+            if !server_killed && started.elapsed() >= Duration::from_millis(1200) {
+                // kill -9 of the server mid-run: its data is gone (no persistence).
+                server.restart();
+                server_killed = true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for (child, _) in running {
+            let out = child.wait_with_output().expect("builder");
+            if out.status.code().is_some() {
+                finished += 1;
+                assert!(
+                    out.status.success(),
+                    "a builder that was not killed never fails: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        // A new connection: the server of round 1 is another process.
+        let tier =
+            jit_cache_redis::RedisTier::open(&server.url(), Default::default()).expect("URL");
+        let audit = tier.audit().expect("audit the store");
+        eprintln!("round {round}: {audit:?}");
+        assert!(
+            audit.corrupt_blobs.is_empty() && audit.unreadable_manifests.is_empty(),
+            "round {round}: every blob matches its digest, every manifest parses: {audit:?}"
+        );
+    }
+    assert!(
+        killed >= 6 && finished >= 6,
+        "killed {killed}, finished {finished}"
+    );
+    eprintln!("killed {killed} builders, {finished} finished");
+    // A fresh host after all that: every kernel, fetched or compiled, equals an uncached compile.
+    let fresh = dir.path().join("fresh");
+    let out = cli(&fresh, &real_nvcc())
+        .args(["--json", "--remote", &server.url(), "build", "-j", "1"])
+        .args(&sources)
+        .output()
+        .expect("fresh host");
+    assert!(out.status.success(), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    for (n, result) in json["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .enumerate()
+    {
+        let got = std::fs::read(result["path"].as_str().expect("path")).expect("artifact");
+        let reference = dir.path().join(format!("reference{n}.cubin"));
+        let status = Command::new(real_nvcc())
+            .args(["-cubin", "-arch=sm_90", "-o"])
+            .arg(&reference)
+            .arg(&sources[n])
+            .status()
+            .expect("uncached nvcc");
+        assert!(status.success());
+        assert!(
+            got == std::fs::read(&reference).expect("reference"),
+            "kernel {n} equals an uncached compile"
+        );
+    }
 }

@@ -207,6 +207,12 @@ impl RemotePolicy {
         self
     }
 
+    /// Sets how often a waiter looks for the manifest.
+    pub fn poll(mut self, poll: Duration) -> RemotePolicy {
+        self.poll = poll;
+        self
+    }
+
     /// Sets the longest wait for another host's compile.
     pub fn lease_wait(mut self, wait: Duration) -> RemotePolicy {
         self.lease_wait = wait;
@@ -467,6 +473,19 @@ impl Remote {
             eprintln!("jit-cache: warning: {message}");
         }
     }
+}
+
+/// The artifacts a remote manifest names, as (blake3 hex, size), for audits of a store; None
+/// when the manifest does not parse (every reader treats it as a miss).
+pub fn manifest_artifacts(bytes: &[u8]) -> Option<Vec<(String, u64)>> {
+    let manifest: manifest::RemoteManifest = serde_json::from_slice(bytes).ok()?;
+    (manifest.format == manifest::MANIFEST_FORMAT).then(|| {
+        manifest
+            .variants
+            .iter()
+            .map(|v| (v.artifact_digest.to_hex(), v.artifact_size))
+            .collect()
+    })
 }
 
 fn is_write(op: &str) -> bool {
