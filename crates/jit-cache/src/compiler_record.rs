@@ -203,12 +203,12 @@ fn load(entry_dir: &Path, search: &SearchPath) -> Option<CompilerRecord> {
         let Some(new) = base_of(code).and_then(|b| search.dir_of(b)) else {
             continue;
         };
-        if old.as_os_str() != new.as_os_str() {
-            pairs.push((
-                format!("{}/", old.to_string_lossy()),
-                format!("{}/", new.to_string_lossy()),
-            ));
-        }
+        // Unchanged directories stay in the list: a longer one must win over a shorter one that
+        // changed (the source's directory inside the working directory).
+        pairs.push((
+            format!("{}/", old.to_string_lossy()),
+            format!("{}/", new.to_string_lossy()),
+        ));
     }
     pairs.sort_by_key(|(old, _)| std::cmp::Reverse(old.len()));
     let stderr = respell(&stored.stderr, &pairs);

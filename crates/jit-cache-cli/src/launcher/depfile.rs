@@ -25,14 +25,44 @@ use std::path::{Path, PathBuf};
 /// The command's directories: each as the request resolved it (absolute) and as spelled.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Spellings {
-    /// (absolute, as spelled), in the order given: the first spelling of a directory wins, as
-    /// GCC drops a repeated directory.
+    /// (absolute, the prefix GCC writes before a name found there: `inc/`, nothing for the
+    /// working directory), in the order given: the first spelling of a directory wins, as GCC
+    /// drops a repeated directory.
     dirs: Vec<(OsString, String)>,
+    /// For each of `dirs`, how the library's compile wrote a name there in its diagnostics (the
+    /// absolute directory's prefix), to re-spell them.
+    text_prefixes: Vec<String>,
+    /// How many of `dirs` come first and are not search directories (the source's directory,
+    /// the working directory): GCC drops a repeated search directory, never these.
+    fixed: usize,
 }
 
 impl Spellings {
-    /// Adds a directory spelled `spelled` in a command run in `working_dir`, resolved as the
-    /// library resolves it (`working_dir.join(spelled)`, never normalised).
+    /// Adds the source's directory and the working directory, first: `source` as given, and
+    /// `compiled` as the library was given it (see `tidy_source`), whose directory the library
+    /// resolves as `working_dir.join(compiled).parent()`.
+    pub(crate) fn add_source(&mut self, working_dir: &Path, source: &str, compiled: &str) {
+        let absolute = working_dir.join(compiled);
+        let absolute = absolute.parent().unwrap_or(working_dir);
+        // GCC names a file beside the source by the source's name up to its last `/`, as
+        // written (`src//a.cu` gives `src//x.h`).
+        let prefix = source.rfind('/').map_or("", |i| &source[..=i]);
+        self.dirs
+            .push((absolute.as_os_str().to_owned(), prefix.to_string()));
+        let whole = working_dir.join(compiled).to_string_lossy().into_owned();
+        let text = whole.rfind('/').map_or("", |i| &whole[..=i]).to_string();
+        self.text_prefixes.push(text);
+        if absolute != working_dir || !prefix.is_empty() {
+            self.dirs
+                .push((working_dir.as_os_str().to_owned(), String::new()));
+            self.text_prefixes
+                .push(prefix_of(&working_dir.to_string_lossy()));
+        }
+        self.fixed = self.dirs.len();
+    }
+
+    /// Adds a search directory spelled `spelled` in a command run in `working_dir`, resolved as
+    /// the library resolves it (`working_dir.join(spelled)`, never normalised).
     pub(crate) fn add(&mut self, working_dir: &Path, spelled: &str) {
         let absolute = if spelled.is_empty() {
             working_dir.to_path_buf()
@@ -41,7 +71,9 @@ impl Spellings {
         };
         let absolute = absolute.into_os_string();
         if !self.dirs.iter().any(|(a, _)| *a == absolute) {
-            self.dirs.push((absolute, spelled.to_string()));
+            self.text_prefixes
+                .push(prefix_of(&absolute.to_string_lossy()));
+            self.dirs.push((absolute, prefix_of(spelled)));
         }
     }
 
@@ -56,28 +88,37 @@ impl Spellings {
             // A forced include given by absolute path: its own name.
             return dir.to_str().map(str::to_string);
         }
-        let (_, spelled) = self
+        let index = self
             .dirs
             .iter()
-            .find(|(absolute, _)| absolute.as_bytes() == dir.as_os_str().as_bytes())?;
-        Some(join(spelled, rel))
+            .position(|(absolute, _)| absolute.as_bytes() == dir.as_os_str().as_bytes())?;
+        let mut spelled = &self.dirs[index].1;
+        if index >= self.fixed {
+            // GCC keeps the first of two search directories that are one directory
+            // (`-Iinc -I./inc`); the library names the longest spelling that matches.
+            let same = |a: &OsString| {
+                let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(dir)) else {
+                    return false;
+                };
+                use std::os::unix::fs::MetadataExt;
+                (x.dev(), x.ino()) == (y.dev(), y.ino())
+            };
+            if let Some((_, first)) = self.dirs[self.fixed..index].iter().find(|(a, _)| same(a)) {
+                spelled = first;
+            }
+        }
+        Some(format!("{spelled}{rel}"))
     }
 
     /// Re-spells the record's diagnostics: each directory's absolute name as this command
     /// spelled it (longest first, so a directory inside another is replaced whole).
     pub(crate) fn respell_text(&self, text: &str) -> String {
         let mut pairs: Vec<(String, String)> = self
-            .dirs
+            .text_prefixes
             .iter()
-            .filter_map(|(absolute, spelled)| {
-                let absolute = absolute.to_str()?;
-                let to = if spelled.is_empty() {
-                    String::new()
-                } else {
-                    format!("{}/", spelled.trim_end_matches('/'))
-                };
-                Some((format!("{}/", absolute.trim_end_matches('/')), to))
-            })
+            .zip(&self.dirs)
+            .filter(|(from, _)| !from.is_empty())
+            .map(|(from, (_, prefix))| (from.clone(), prefix.clone()))
             .collect();
         pairs.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
         let mut out = String::with_capacity(text.len());
@@ -100,17 +141,30 @@ impl Spellings {
     }
 }
 
-/// `dir/rel` as GCC joins a search directory and a name (a trailing `/` of the directory is
-/// not doubled).
-fn join(dir: &str, rel: &str) -> String {
-    if dir.is_empty() {
-        return rel.to_string();
+/// What GCC writes before a name found in the search directory spelled `dir`: the directory and
+/// a `/` unless it already ends in one (`inc` and `inc/` give `inc/`, `inc//` gives `inc//`).
+fn prefix_of(dir: &str) -> String {
+    if dir.is_empty() || dir.ends_with('/') {
+        dir.to_string()
+    } else {
+        format!("{dir}/")
     }
-    let trimmed = dir.trim_end_matches('/');
-    if trimmed.is_empty() {
-        return format!("/{rel}");
+}
+
+/// The source path for the library: `.` components and repeated `/` dropped (`..` kept), so the
+/// names the compile records under the source's directory carry no `./` that another spelling of
+/// the same command would not have.
+pub(crate) fn tidy_source(source: &str) -> String {
+    let mut out = String::new();
+    if source.starts_with('/') {
+        out.push('/');
     }
-    format!("{trimmed}/{rel}")
+    let parts: Vec<&str> = source
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    out.push_str(&parts.join("/"));
+    out
 }
 
 /// The bytes of nvcc's dependency file.
@@ -157,6 +211,13 @@ pub(crate) fn beside_stem(source: &str, ext: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_lose_dot_components_and_doubled_slashes_only() {
+        assert_eq!(tidy_source("./src//a.cu"), "src/a.cu");
+        assert_eq!(tidy_source("/w/./x/../a.cu"), "/w/x/../a.cu");
+        assert_eq!(tidy_source("a.cu"), "a.cu");
+    }
 
     #[test]
     fn render_matches_nvccs_layout() {

@@ -259,7 +259,7 @@ fn extension(kind: OutputKind) -> &'static str {
 /// The library's spec for a parsed command: the source as given, the kind, no arch list (the
 /// flags carry the targets, or nvcc's default applies), every other option as a flag.
 fn spec_for(command: &parse::Command) -> KernelSpec {
-    let mut spec = KernelSpec::from_file(&command.source)
+    let mut spec = KernelSpec::from_file(depfile::tidy_source(&command.source))
         .kind(command.kind)
         .arches(Vec::<String>::new());
     // The name names the slot only (never the key); a stem the library refuses as a name
@@ -279,12 +279,11 @@ fn spec_for(command: &parse::Command) -> KernelSpec {
 /// `CPATH` and `CPLUS_INCLUDE_PATH`.
 fn spellings(command: &parse::Command, working_dir: &Path) -> depfile::Spellings {
     let mut s = depfile::Spellings::default();
-    let source_dir = Path::new(&command.source)
-        .parent()
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    s.add(working_dir, &source_dir);
-    s.add(working_dir, "");
+    s.add_source(
+        working_dir,
+        &command.source,
+        &depfile::tidy_source(&command.source),
+    );
     let mut args = Vec::new();
     for var in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
         if let Ok(value) = std::env::var(var) {

@@ -700,3 +700,75 @@ fn the_comparison_modulo_module_id_accepts_only_differences_inside_internal_name
         "a difference elsewhere is a difference"
     );
 }
+
+#[test]
+fn heavy_launcher_every_spelling_of_a_command_gets_nvccs_depfile_and_diagnostics() {
+    let s = Setup::new();
+    // (directory under the project, -I arguments, source): one unit, spelled five ways; two
+    // compile, the others hit an entry built for another spelling and must still write what
+    // nvcc writes for them.
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("", &["-Iinclude"], "src/warn.cu"),
+        ("src", &["-I../include"], "./warn.cu"),
+        ("", &["-Iinclude", "-I./include/"], "./src//warn.cu"),
+        ("src", &["-I", "../include,../include/"], "warn.cu"),
+        ("", &["--include-path=include//"], "src/../src/warn.cu"),
+    ];
+    for (dir, includes, source) in cases {
+        let cwd = s.project.join(dir);
+        let mut args: Vec<String> = includes.iter().map(|a| a.to_string()).collect();
+        args.extend(
+            ["-arch=sm_90", "-cubin", "-MD", "-MP", "-MF"]
+                .iter()
+                .map(|a| a.to_string()),
+        );
+        let bare_dep = s.project.join("bare.d");
+        let ours_dep = s.project.join("ours.d");
+        let want = Command::new(real_nvcc())
+            .args(&args)
+            .arg(&bare_dep)
+            .args([source, &"-o", &"/dev/null"].map(|a| a.to_string()))
+            .current_dir(&cwd)
+            .output()
+            .expect("run nvcc");
+        assert!(
+            want.status.success(),
+            "{}",
+            String::from_utf8_lossy(&want.stderr)
+        );
+        let mut cmd = Command::new(LAUNCHER);
+        cmd.arg("nvcc")
+            .args(&args)
+            .arg(&ours_dep)
+            .args([*source, "-o", "out.cubin"])
+            .current_dir(&cwd);
+        s.env(&mut cmd);
+        let got = cmd.output().expect("run launcher");
+        assert!(
+            got.status.success(),
+            "{}",
+            String::from_utf8_lossy(&got.stderr)
+        );
+        let (mut want_dep, got_dep) = (read(&bare_dep), read(&ours_dep));
+        // Only the target differs: nvcc named /dev/null, the launcher out.cubin.
+        let text = String::from_utf8_lossy(&want_dep).replacen("/dev/null :", "out.cubin :", 1);
+        want_dep = text.into_bytes();
+        assert!(
+            got_dep == want_dep,
+            "{dir}/{source} {includes:?}: nvcc's dependency file:\n{}\nthe launcher's:\n{}",
+            String::from_utf8_lossy(&want_dep),
+            String::from_utf8_lossy(&got_dep)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&got.stderr),
+            String::from_utf8_lossy(&want.stderr),
+            "{dir}/{source} {includes:?}: nvcc's warning, spelled for this command"
+        );
+    }
+    assert_eq!(
+        s.counter.compiles(),
+        2,
+        "the spellings with one -I share one entry, those with two another (the number of \
+         search directories enters the key)"
+    );
+}
