@@ -418,6 +418,83 @@ pub(crate) fn adopt_existing(
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Publication notes: what a waiter's negative lookup cache may hide.
+
+/// The length of the note a builder leaves in its key's lock file.
+const NOTE_LEN: usize = 128;
+
+/// Under the shared protocol a builder, still holding the key's lock after publishing, writes
+/// `jit-cache published v1 <key> <unix ms>` at the start of the key's lock file. A waiter that
+/// gets the lock next may still have a negative lookup cached for the new entry (NFS's
+/// `lookupcache=all`, up to `actimeo`), but it reads the lock file's bytes afresh (close-to-open)
+/// and so learns that the entry exists. Best effort: a note that cannot be written only costs a
+/// compile. Lock files are never deleted or replaced; only these bytes change.
+pub(crate) fn note_published(layout: &crate::layout::Layout, key: &fingerprint::Digest) {
+    use std::os::unix::fs::FileExt;
+    let mut record = format!(
+        "jit-cache published v1 {} {}",
+        key.to_hex(),
+        crate::publish::now_ms()
+    )
+    .into_bytes();
+    record.resize(NOTE_LEN - 1, b' ');
+    record.push(b'\n');
+    let path = layout.lock_file(key);
+    let opened = rustix::fs::open(
+        &path,
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    if let Ok(fd) = opened {
+        let _ = std::fs::File::from(fd).write_at(&record, 0);
+    }
+}
+
+/// When the key's lock file notes that `key` was published recently (within the bound below),
+/// polls `lookup` until it finds the entry, for at most a little longer than NFS's longest
+/// attribute cache (65 s, or the grace period if shorter). `None`: no recent note for this key,
+/// or the entry never became visible (the caller compiles).
+pub(crate) fn await_noted_entry<T>(
+    layout: &crate::layout::Layout,
+    key: &fingerprint::Digest,
+    mut lookup: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    use std::os::unix::fs::FileExt;
+    let path = layout.lock_file(key);
+    let fd = rustix::fs::open(
+        &path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut note = [0u8; NOTE_LEN];
+    let read = std::fs::File::from(fd).read_at(&mut note, 0).ok()?;
+    let text = std::str::from_utf8(&note[..read]).ok()?;
+    let mut fields = text.split_whitespace();
+    let header = [fields.next()?, fields.next()?, fields.next()?];
+    if header != ["jit-cache", "published", "v1"] || fields.next()? != key.to_hex() {
+        return None;
+    }
+    let noted_ms: u64 = fields.next()?.parse().ok()?;
+    let bound = Duration::from_secs(65).min(pin_grace());
+    let age = Duration::from_millis(crate::publish::now_ms().abs_diff(noted_ms));
+    if age > bound {
+        return None;
+    }
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(found) = lookup() {
+            return Some(found);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        // A bounded poll for a condition: this host's cached miss expires within `actimeo`.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,21 @@ fn locked_build(
     if let Some(failure) = cache.recorded_failure(layout, prepared) {
         return Err(Error::Compile(Arc::new(failure)));
     }
+    // Under the shared protocol another host may have published while we waited, hidden from
+    // us by this host's negative lookup cache: the lock file's note says so (`liveness.rs`).
+    if layout.protocol == crate::fstype::Protocol::Shared {
+        let noted = crate::liveness::await_noted_entry(layout, &prepared.key, || {
+            cache.lookup(layout, prepared, spec.kind).hit
+        });
+        if let Some((meta, artifact)) = noted {
+            return Ok(Built::Answer(Answer {
+                artifact,
+                outcome: Outcome::Hit,
+                warning: None,
+                inputs: Some(Arc::new(meta.inputs())),
+            }));
+        }
+    }
     let reasons = cache.rebuild_reasons(layout, prepared, &lookup);
     for (dir, why) in &lookup.corrupt {
         hooks::corrupt_found(dir, why);
@@ -218,6 +233,9 @@ fn locked_build(
     let deferred = hooks::defer_artifact(&output);
     let published = staging.commit_noreplace(&target)?;
     hooks::point("published");
+    if layout.protocol == crate::fstype::Protocol::Shared {
+        crate::liveness::note_published(layout, &prepared.key);
+    }
     hooks::write_deferred(
         deferred,
         &target.join(&meta.artifact_file),

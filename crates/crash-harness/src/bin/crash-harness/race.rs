@@ -31,6 +31,11 @@ pub struct RaceArgs {
     pub json: bool,
     #[command(flatten)]
     pub fs: FsArgs,
+    /// With `--fs nfs-sim`: processes spread over simulated hosts (`--hosts`, `--locks`,
+    /// `--actimeo`). Shared locks: one compile per kernel per round across hosts; local locks:
+    /// at most one per host.
+    #[command(flatten)]
+    pub hosts: crate::hosts::HostArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,6 +60,9 @@ pub struct RaceReport {
     pub rounds: usize,
     pub inject_bug: Option<String>,
     pub compiler_calls_per_round: Vec<usize>,
+    /// Simulated hosts and their lock mode (`--fs nfs-sim`); 1 and none elsewhere.
+    pub hosts: usize,
+    pub locks: Option<String>,
     pub wrong_reads: usize,
     pub errors: usize,
     pub artifacts_differing: usize,
@@ -99,18 +107,28 @@ pub fn child_main(args: &ChildArgs) -> Result<ExitCode> {
 }
 
 pub fn main(args: &RaceArgs) -> Result<ExitCode> {
-    let report = args.fs.within(|root| race_in(args, root))?;
+    let report = if args.fs.fs == "nfs-sim" {
+        crate::hosts::within_cluster(&args.hosts, |logs, cluster| {
+            race_in(args, logs, Some(cluster))
+        })?
+    } else {
+        args.fs.within(|root| race_in(args, root, None))?
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "race: {} processes x {} kernels x {} rounds{}: compiler calls per round {:?} (want {} each), wrong reads {}, errors {}, differing artifacts {}",
+            "race: {} processes x {} kernels x {} rounds{}{}: compiler calls per round {:?} (want {}), wrong reads {}, errors {}, differing artifacts {}",
             report.procs,
             report.kernels,
             report.rounds,
+            report.locks.as_ref().map(|l| format!(" on {} hosts ({l} locks)", report.hosts)).unwrap_or_default(),
             report.inject_bug.as_ref().map(|b| format!(" (injected bug {b})")).unwrap_or_default(),
             report.compiler_calls_per_round,
-            report.kernels,
+            match report.locks.as_deref() {
+                Some("local") => format!("{}..={} each", report.kernels, report.kernels * report.hosts),
+                _ => format!("{} each", report.kernels),
+            },
             report.wrong_reads,
             report.errors,
             report.artifacts_differing
@@ -127,19 +145,34 @@ pub fn main(args: &RaceArgs) -> Result<ExitCode> {
     })
 }
 
-fn race_in(args: &RaceArgs, root: &Path) -> Result<RaceReport> {
+fn race_in(args: &RaceArgs, root: &Path, cluster: Option<&nfs_sim::Cluster>) -> Result<RaceReport> {
+    let hosts = cluster.map_or(1, |c| c.hosts());
+    let local_locks = cluster.is_some() && args.hosts.locks == "local";
     let mut report = RaceReport {
         procs: args.procs,
         kernels: args.kernels,
         rounds: args.rounds,
         inject_bug: args.inject_bug.clone(),
+        hosts,
+        locks: cluster.map(|_| args.hosts.locks.clone()),
         ..RaceReport::default()
     };
     for round in 0..args.rounds {
-        let run = RunDir::at(&root.join(format!("race-{round}")));
+        let name = format!("race-{round}");
+        let run = match cluster {
+            Some(cluster) => {
+                // The harness's files on the local disk, the cache on the export.
+                let data = cluster.root().join(&name);
+                let run = RunDir::split(&root.join(&name), &data);
+                let on_host = run.clone();
+                cluster.on(0, move || on_host.create_data())?;
+                run
+            }
+            None => RunDir::at(&root.join(&name)),
+        };
         run.create()?;
         let mut children = Vec::new();
-        for _ in 0..args.procs {
+        for proc_index in 0..args.procs {
             let mut cmd = Command::new(std::env::current_exe()?);
             cmd.arg("race-child")
                 .arg("--dir")
@@ -153,7 +186,19 @@ fn race_in(args: &RaceArgs, root: &Path) -> Result<RaceReport> {
             if let Some(bug) = &args.inject_bug {
                 cmd.env("JIT_CACHE_INJECT_BUG", bug);
             }
-            children.push(cmd.spawn().context("start a race process")?);
+            let child = match cluster {
+                Some(cluster) => {
+                    cmd.env(
+                        crate::setup::DATA_ENV,
+                        run.cache.parent().unwrap_or(&run.root),
+                    );
+                    cluster
+                        .spawn(proc_index % hosts, cmd)
+                        .context("start a race process on its host")?
+                }
+                None => cmd.spawn().context("start a race process")?,
+            };
+            children.push(child);
         }
         let mut readers = Vec::new();
         for child in &mut children {
@@ -195,7 +240,15 @@ fn race_in(args: &RaceArgs, root: &Path) -> Result<RaceReport> {
             })
             .count();
         report.compiler_calls_per_round.push(calls);
-        if calls != args.kernels {
+        if local_locks {
+            // Each host's key lock is its own: one compile per kernel per host at most.
+            if calls < args.kernels || calls > args.kernels * hosts {
+                report.violations.push(format!(
+                    "round {round}: {calls} compiler calls for {} kernels on {hosts} hosts with local locks",
+                    args.kernels
+                ));
+            }
+        } else if calls != args.kernels {
             report.violations.push(format!(
                 "round {round}: {calls} compiler calls for {} kernels",
                 args.kernels
