@@ -189,6 +189,12 @@ pub fn run(args: &[String]) -> Result<()> {
             list.push(locks);
             crate::crash_test::run(&args(&list))
         })?;
+        step(&format!("race nfs-sim {locks}"), &mut || {
+            let race = "--race --fs nfs-sim --hosts 3 --procs 6 --kernels 4 --rounds 3 --locks";
+            let mut list: Vec<&str> = race.split_whitespace().collect();
+            list.push(locks);
+            crate::crash_test::run(&args(&list))
+        })?;
     }
     step("race", &mut || {
         crate::crash_test::run(&args(&[
