@@ -221,3 +221,32 @@ fn negative_control_a_loser_that_asserts_the_winner_is_visible_fails_or_compiles
         "the asserting loser cannot use the winner it cannot see: {lost}, {compiles} compiles"
     );
 }
+
+#[test]
+fn the_cache_detects_the_shared_filesystem_reports_it_and_can_be_told_otherwise() {
+    let Some(c) = cluster(1, Duration::from_secs(1), Locks::Shared) else {
+        return;
+    };
+    let bench = Bench::new();
+    let on_mount = c.root().join("cache");
+    let local = bench.path("local-cache");
+    let stats = |root: &std::path::Path, env: &[(&str, &str)]| {
+        let root = root.to_str().expect("utf-8").to_string();
+        answer(host_op(&c, 0, &bench, env, &["stats", &root]))["stats"].clone()
+    };
+    let detected = stats(&on_mount, &[]);
+    assert_eq!(detected["filesystem"], "fuse", "{detected}");
+    assert_eq!(
+        detected["protocol"], "shared",
+        "FUSE may be a network filesystem: {detected}"
+    );
+    let told = stats(&on_mount, &[("JIT_CACHE_SHARING", "local")]);
+    assert_eq!(told["protocol"], "local", "an explicit choice wins: {told}");
+    let plain = stats(&local, &[]);
+    assert_eq!(
+        plain["protocol"], "local",
+        "a local disk keeps the local protocol: {plain}"
+    );
+    let forced = stats(&local, &[("JIT_CACHE_SHARING", "shared")]);
+    assert_eq!(forced["protocol"], "shared", "{forced}");
+}
