@@ -155,10 +155,15 @@ impl RedisTier {
                     .into(),
             });
         }
-        let client = redis::Client::open(url).map_err(|e| Error::Url {
+        let invalid = |e: redis::RedisError| Error::Url {
             url: location.clone(),
             reason: e.to_string(),
-        })?;
+        };
+        let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(invalid)?;
+        // No `CLIENT SETINFO` at connect: its two replies would each wait out the timeout on a
+        // stopped server; `connect` sends one PING instead.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let client = redis::Client::open(info.set_redis_settings(settings)).map_err(invalid)?;
         Ok(RedisTier {
             client,
             location,
@@ -171,12 +176,28 @@ impl RedisTier {
         format!("{}:{space}:{id}", self.options.namespace)
     }
 
+    /// Connects and proves the server answers, all within the connect timeout: a stopped or
+    /// wedged server costs one timeout, whatever the handshake.
     fn connect(&self, op: &'static str, target: &str) -> Result<redis::Connection, TierError> {
         let fail = |e: redis::RedisError| classify(op, target, &e);
-        let con = self
+        let started = std::time::Instant::now();
+        let mut con = self
             .client
             .get_connection_with_timeout(self.options.connect_timeout)
             .map_err(fail)?;
+        let left = self
+            .options
+            .connect_timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
+        con.set_read_timeout(Some(left)).map_err(fail)?;
+        con.set_write_timeout(Some(left)).map_err(fail)?;
+        match redis::cmd("PING").query::<String>(&mut con) {
+            Ok(_) => {}
+            // A refusal (an ACL user without PING) is an answer too: the server is alive.
+            Err(e) if e.code().is_some() => {}
+            Err(e) => return Err(fail(e)),
+        }
         con.set_read_timeout(Some(self.options.io_timeout))
             .map_err(fail)?;
         con.set_write_timeout(Some(self.options.io_timeout))

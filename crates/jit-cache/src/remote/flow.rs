@@ -62,7 +62,7 @@ pub(crate) fn before_compile(
         if !remote.readable() {
             return Ok(Before::Compile(lease));
         }
-        if let Some(failure) = shared_failure(cache, remote, prepared) {
+        if let Some(failure) = shared_failure(cache, remote, layout, prepared) {
             log(remote, layout, Event::FailureFetched);
             return Err(Error::Compile(Arc::new(failure)));
         }
@@ -85,7 +85,7 @@ pub(crate) fn before_compile(
             }
             Ok(false) => {}
             Err(e) => {
-                remote.fault(&e);
+                fault(remote, layout, &e);
                 continue;
             }
         }
@@ -117,7 +117,7 @@ fn fetch(
             return Ok(None);
         }
         Err(e) => {
-            remote.fault(&e);
+            fault(remote, layout, &e);
             return Ok(None);
         }
     };
@@ -154,7 +154,7 @@ fn fetch(
                 continue;
             }
             Err(e) => {
-                remote.fault(&e);
+                fault(remote, layout, &e);
                 return Ok(None);
             }
         };
@@ -228,7 +228,18 @@ fn publish_fetched(
         compile_ms: remote_variant.compile_ms,
         host: remote_variant.host.clone(),
     };
-    write_record(&staging.path().join(entry::META_FILE), &meta)?;
+    // Written last, plainly: the commit below fsyncs the staging tree before the one rename that
+    // makes it visible, so a durable put here would only add two fsyncs and a rename.
+    let meta_path = staging.path().join(entry::META_FILE);
+    let meta_json = serde_json::to_vec(&meta).map_err(|e| {
+        Error::io(
+            "serialise meta.json",
+            &meta_path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })?;
+    std::fs::write(&meta_path, meta_json)
+        .map_err(|e| Error::io("write meta.json", &meta_path, e))?;
     let key_dir = layout.key_dir(&prepared.key);
     layout.ensure_dir(&key_dir)?;
     let target = layout.entry_dir(&prepared.key, &variant);
@@ -283,14 +294,19 @@ fn publish_fetched(
 }
 
 /// A compile failure shared by another host whose inputs match this host's files.
-fn shared_failure(cache: &Cache, remote: &Remote, prepared: &Prepared) -> Option<CompileFailed> {
+fn shared_failure(
+    cache: &Cache,
+    remote: &Remote,
+    layout: &Layout,
+    prepared: &Prepared,
+) -> Option<CompileFailed> {
     let bytes = match remote
         .tier
         .get_failure(&prepared.key.to_hex(), MAX_FAILURE_BYTES)
     {
         Ok(bytes) => bytes?,
         Err(e) => {
-            remote.fault(&e);
+            fault(remote, layout, &e);
             return None;
         }
     };
@@ -339,7 +355,7 @@ pub(crate) fn share_build(
         remote.tier.put_blob(&digest, bytes)
     };
     if let Err(e) = uploaded {
-        remote.fault(&e);
+        fault(remote, layout, &e);
         return;
     }
     let key = meta.key.to_hex();
@@ -347,7 +363,7 @@ pub(crate) fn share_build(
         Ok(true) => log(remote, layout, Event::Upload(bytes.len() as u64)),
         // Other writers kept winning: they are publishing this key, the blob stays.
         Ok(false) => {}
-        Err(e) => remote.fault(&e),
+        Err(e) => fault(remote, layout, &e),
     }
     drop(lease);
 }
@@ -426,15 +442,25 @@ pub(crate) fn share_failure(
         .put_failure(&prepared.key.to_hex(), &bytes, remote.policy.failure_ttl)
     {
         Ok(()) => log(remote, layout, Event::FailureShared),
-        Err(e) => remote.fault(&e),
+        Err(e) => fault(remote, layout, &e),
     }
     drop(lease);
 }
 
+/// Records a remote fault (see [`Remote::fault`]) and appends it to the root's log.
+fn fault(remote: &Remote, layout: &Layout, error: &TierError) {
+    remote.fault(error);
+    append(layout, Event::Error);
+}
+
 /// Counts an event in memory and appends it to the root's log (best effort).
 fn log(remote: &Remote, layout: &Layout, event: Event) {
-    use std::io::Write;
     remote.count(event);
+    append(layout, event);
+}
+
+fn append(layout: &Layout, event: Event) {
+    use std::io::Write;
     let (word, n) = event.word();
     if let Ok(mut file) = layout.open_append(Subdir::State, LOG_FILE) {
         let _ = writeln!(file, "{} {word} {n}", crate::publish::now_ms());
