@@ -180,6 +180,17 @@ pub(crate) fn evict_unless_pinned(
     // Readers that opened the directory before this rename and lock it after will see that the
     // path no longer names it, and treat it as a miss.
     rename_to_trash(layout, &parent, name, dir)?;
+    if layout.protocol == Protocol::Shared {
+        // A waiter must not wait for this entry any more (`liveness::await_noted_entry`).
+        let key = dir
+            .parent()
+            .and_then(|k| k.file_name())
+            .and_then(|k| k.to_str())
+            .and_then(|k| k.parse::<fingerprint::Digest>().ok());
+        if let Some(key) = key {
+            crate::liveness::note_evicted(layout, &key);
+        }
+    }
     Ok(Evicted::Moved)
 }
 

@@ -431,9 +431,19 @@ const NOTE_LEN: usize = 128;
 /// and so learns that the entry exists. Best effort: a note that cannot be written only costs a
 /// compile. Lock files are never deleted or replaced; only these bytes change.
 pub(crate) fn note_published(layout: &crate::layout::Layout, key: &fingerprint::Digest) {
+    write_note(layout, key, "published");
+}
+
+/// Eviction (under the key's lock) replaces a publication note of the key it evicted, so that
+/// no waiter waits for an entry that is gone.
+pub(crate) fn note_evicted(layout: &crate::layout::Layout, key: &fingerprint::Digest) {
+    write_note(layout, key, "evicted");
+}
+
+fn write_note(layout: &crate::layout::Layout, key: &fingerprint::Digest, what: &str) {
     use std::os::unix::fs::FileExt;
     let mut record = format!(
-        "jit-cache published v1 {} {}",
+        "jit-cache {what} v1 {} {}",
         key.to_hex(),
         crate::publish::now_ms()
     )
