@@ -120,11 +120,15 @@ fn demo_flow_on(kind: FsKind) {
             "{}: three kernels plus gemm's second variant",
             kind.name()
         );
-        let leftovers: Vec<PathBuf> = std::fs::read_dir(root.join("cache").join(jit_cache::FORMAT_DIR).join("staging"))
-            .expect("staging")
-            .flatten()
-            .map(|e| e.path())
-            .collect();
+        let leftovers: Vec<PathBuf> = std::fs::read_dir(
+            root.join("cache")
+                .join(jit_cache::FORMAT_DIR)
+                .join("staging"),
+        )
+        .expect("staging")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
         assert!(
             leftovers.is_empty(),
             "{}: no staging left by finished builds: {leftovers:?}",

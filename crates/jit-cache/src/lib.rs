@@ -109,9 +109,7 @@ pub use error::{CompileFailed, Error, FailureCause, Result};
 pub use fstype::{Sharing, SHARING_ENV};
 pub use key::CACHE_FORMAT;
 pub use layout::{default_root, RootMode, FORMAT_DIR};
-pub use liveness::{
-    FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH, SHARED_GRACE_ENV,
-};
+pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH, SHARED_GRACE_ENV};
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
 pub use remote::{

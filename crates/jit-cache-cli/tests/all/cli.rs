@@ -108,7 +108,8 @@ fn a_compile_timeout_exits_1_with_a_structured_error() {
             "a timeout is a compile failure: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON document");
         assert_eq!(
             doc["results"][0]["cause"]["timeout"]["after_ms"], 300,
             "the cause says timeout: {doc}"

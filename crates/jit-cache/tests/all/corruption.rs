@@ -110,7 +110,8 @@ fn foreign_files_in_the_root_are_ignored_and_survive() {
     let foreign = [
         root.join("README"),
         root.join(jit_cache::FORMAT_DIR).join("entries/zz"),
-        root.join(jit_cache::FORMAT_DIR).join("entries/ab/not-a-key"),
+        root.join(jit_cache::FORMAT_DIR)
+            .join("entries/ab/not-a-key"),
     ];
     std::fs::write(&foreign[0], "foreign").expect("write");
     std::fs::write(&foreign[1], "foreign").expect("write");

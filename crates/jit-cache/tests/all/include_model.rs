@@ -63,7 +63,11 @@ fn heavy_one_flight_never_serves_a_request_with_another_search_path() {
     // The same through build_many, in a fresh root.
     let batch = open_cache(&dir.path().join("batch"));
     let specs: Vec<KernelSpec> = trees.iter().map(|(s, i)| project_spec(s, i)).collect();
-    for (tree, result) in batch.build_many(&specs, Some(4), &|_| {}).iter().enumerate() {
+    for (tree, result) in batch
+        .build_many(&specs, Some(4), &|_| {})
+        .iter()
+        .enumerate()
+    {
         let answer = result.as_ref().expect("batch build");
         assert!(
             answer.artifact.bytes() == expected[tree],
@@ -87,7 +91,9 @@ fn a_header_outside_the_search_path_is_relative_to_its_tree_and_checked_on_every
     }
     let (src_a, src_b) = (dir.path().join("a/src/k.cu"), dir.path().join("b/src/k.cu"));
     let cache = open_cache(dir.path());
-    let a = cache.get_or_build(&KernelSpec::from_file(&src_a)).expect("a");
+    let a = cache
+        .get_or_build(&KernelSpec::from_file(&src_a))
+        .expect("a");
     assert_eq!(a.artifact.bytes(), uncached_cubin(dir.path(), &src_a, &[]));
     let b = open_cache(dir.path())
         .get_or_build(&KernelSpec::from_file(&src_b))
@@ -98,7 +104,9 @@ fn a_header_outside_the_search_path_is_relative_to_its_tree_and_checked_on_every
         b.outcome
     );
     write(&dir.path().join("a/common/p.cuh"), "#define VALUE 3.0f\n");
-    let again = cache.get_or_build(&KernelSpec::from_file(&src_a)).expect("a again");
+    let again = cache
+        .get_or_build(&KernelSpec::from_file(&src_a))
+        .expect("a again");
     assert!(
         again.artifact.bytes() == uncached_cubin(dir.path(), &src_a, &[]),
         "the long-lived handle missed the edit of ../common/p.cuh ({})",
@@ -122,12 +130,19 @@ fn search_path_flags_given_as_flags_are_followed_in_every_spelling() {
             vec![format!("-Xcompiler=-iquote,{}", inc.display())]
         }),
         ("-include", |inc| {
-            vec!["-include".into(), inc.join("tile.cuh").display().to_string()]
+            vec![
+                "-include".into(),
+                inc.join("tile.cuh").display().to_string(),
+            ]
         }),
     ];
     for (name, form) in forms {
         let dir = tempfile::tempdir().expect("temp dir");
-        let include = if name == "-include" { "" } else { "#include \"tile.cuh\"" };
+        let include = if name == "-include" {
+            ""
+        } else {
+            "#include \"tile.cuh\""
+        };
         for (tree, value) in [("a", 1), ("b", 2)] {
             write(&dir.path().join(tree).join("src/k.cu"), kernel(include));
             write(
@@ -183,7 +198,9 @@ fn a_header_added_in_the_includers_directory_is_seen() {
     write(&src, kernel("#include \"sub/tile.cuh\""));
     write(&inc.join("sub/tile.cuh"), "#include \"detail.cuh\"\n");
     write(&inc2.join("detail.cuh"), "#define VALUE 1.0f\n");
-    let spec = KernelSpec::from_file(&src).include_dir(&inc).include_dir(&inc2);
+    let spec = KernelSpec::from_file(&src)
+        .include_dir(&inc)
+        .include_dir(&inc2);
     let args = [
         format!("-I{}", inc.display()),
         format!("-I{}", inc2.display()),
@@ -197,7 +214,9 @@ fn a_header_added_in_the_includers_directory_is_seen() {
     write(&inc.join("sub/detail.cuh"), "#define VALUE 2.0f\n");
     let expected = uncached_cubin(dir.path(), &src, &args);
     for handle in [&cache, &open_cache(dir.path())] {
-        let got = handle.get_or_build(&spec).expect("after adding sub/detail.cuh");
+        let got = handle
+            .get_or_build(&spec)
+            .expect("after adding sub/detail.cuh");
         assert!(
             got.artifact.bytes() == expected,
             "inc/sub/detail.cuh now shadows inc2/detail.cuh ({})",
@@ -223,7 +242,9 @@ fn a_project_header_that_shadows_a_toolkit_header_is_seen() {
     write(&inc.join("cuda_fp16.h"), "#define SHADOWED 1\n");
     let expected = uncached_cubin(dir.path(), &src, &[&arg]);
     for handle in [&cache, &open_cache(dir.path())] {
-        let got = handle.get_or_build(&spec).expect("after shadowing cuda_fp16.h");
+        let got = handle
+            .get_or_build(&spec)
+            .expect("after shadowing cuda_fp16.h");
         assert!(
             got.artifact.bytes() == expected,
             "inc/cuda_fp16.h shadows the toolkit's ({})",
@@ -295,7 +316,10 @@ fn dot_dot_after_a_symlink_is_resolved_as_the_kernel_does() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (src, inc) = (dir.path().join("src/k.cu"), dir.path().join("inc"));
     write(&src, kernel("#include <link/y.cuh>"));
-    write(&dir.path().join("real/sub/y.cuh"), "#include \"../x.cuh\"\n");
+    write(
+        &dir.path().join("real/sub/y.cuh"),
+        "#include \"../x.cuh\"\n",
+    );
     write(&dir.path().join("real/x.cuh"), "#define VALUE 1.0f\n");
     write(&inc.join("x.cuh"), "#define VALUE 100.0f\n"); // the lexical neighbour
     std::os::unix::fs::symlink("../real/sub", inc.join("link")).expect("symlink");
@@ -303,7 +327,10 @@ fn dot_dot_after_a_symlink_is_resolved_as_the_kernel_does() {
     let arg = format!("-I{}", inc.display());
     let cache = open_cache(dir.path());
     let first = cache.get_or_build(&spec).expect("first");
-    assert_eq!(first.artifact.bytes(), uncached_cubin(dir.path(), &src, &[&arg]));
+    assert_eq!(
+        first.artifact.bytes(),
+        uncached_cubin(dir.path(), &src, &[&arg])
+    );
     write(&dir.path().join("real/x.cuh"), "#define VALUE 2.0f\n");
     let got = cache.get_or_build(&spec).expect("after editing real/x.cuh");
     assert!(
@@ -328,14 +355,24 @@ fn a_header_whose_name_is_not_utf8_builds_and_hits() {
     write(&header, "#define VALUE 1.0f\n");
     let cache = open_cache(dir.path());
     let spec = KernelSpec::from_file(&src);
-    assert_eq!(cache.get_or_build(&spec).expect("build").outcome, Outcome::Built);
     assert_eq!(
-        open_cache(dir.path()).get_or_build(&spec).expect("hit").outcome,
+        cache.get_or_build(&spec).expect("build").outcome,
+        Outcome::Built
+    );
+    assert_eq!(
+        open_cache(dir.path())
+            .get_or_build(&spec)
+            .expect("hit")
+            .outcome,
         Outcome::Hit
     );
     write(&header, "#define VALUE 2.0f\n");
     let got = cache.get_or_build(&spec).expect("rebuild");
-    assert!(matches!(got.outcome, Outcome::Rebuilt { .. }), "{}", got.outcome);
+    assert!(
+        matches!(got.outcome, Outcome::Rebuilt { .. }),
+        "{}",
+        got.outcome
+    );
     assert_eq!(got.artifact.bytes(), uncached_cubin(dir.path(), &src, &[]));
 }
 
@@ -352,7 +389,10 @@ fn the_host_compiler_named_by_ccbin_is_in_the_key_by_identity() {
     let gxx = String::from_utf8_lossy(&gxx.stdout).trim().to_string();
     let wrapper = |at: &Path, build: &str| {
         std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
-        write_executable(at, &format!("#!/bin/sh\n# host compiler build {build}\nexec {gxx} \"$@\"\n"));
+        write_executable(
+            at,
+            &format!("#!/bin/sh\n# host compiler build {build}\nexec {gxx} \"$@\"\n"),
+        );
     };
     let (one, two) = (dir.path().join("one/g++"), dir.path().join("two/g++"));
     wrapper(&one, "1");
@@ -364,10 +404,16 @@ fn the_host_compiler_named_by_ccbin_is_in_the_key_by_identity() {
             .flag(ccbin.display().to_string())
     };
     let cache = open_cache(dir.path());
-    assert_eq!(cache.get_or_build(&spec(&one)).expect("one").outcome, Outcome::Built);
+    assert_eq!(
+        cache.get_or_build(&spec(&one)).expect("one").outcome,
+        Outcome::Built
+    );
     wrapper(&two, "1");
     assert_eq!(
-        open_cache(dir.path()).get_or_build(&spec(&two)).expect("same compiler elsewhere").outcome,
+        open_cache(dir.path())
+            .get_or_build(&spec(&two))
+            .expect("same compiler elsewhere")
+            .outcome,
         Outcome::Hit,
         "the same compiler at another path is the same key"
     );

@@ -119,8 +119,11 @@ impl Tree {
                 let _ = std::fs::remove_file(self.root.join(DIRS[*dir]).join(name));
             }
             Step::EditLinked(value) => {
-                std::fs::write(self.root.join("real/x.h"), format!("int linked = {value};\n"))
-                    .expect("edit real/x.h");
+                std::fs::write(
+                    self.root.join("real/x.h"),
+                    format!("int linked = {value};\n"),
+                )
+                .expect("edit real/x.h");
             }
         }
     }
@@ -131,7 +134,10 @@ impl Tree {
             .include_dir(self.root.join("i1"))
             .flag("-isystem")
             .flag(self.root.join("s0").display().to_string())
-            .flag(format!("-Xcompiler=-iquote,{}", self.root.join("q0").display()))
+            .flag(format!(
+                "-Xcompiler=-iquote,{}",
+                self.root.join("q0").display()
+            ))
     }
 
     fn oracle(&self) -> Option<Vec<u8>> {

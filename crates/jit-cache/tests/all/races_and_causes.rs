@@ -105,7 +105,9 @@ fn a_compiler_killed_by_a_signal_is_never_recorded() {
     );
     assert_eq!(gxx.compiles(), 2, "the second request compiled again");
     gxx.set("kill", false);
-    cache.get_or_build(&spec).expect("builds once nothing kills it");
+    cache
+        .get_or_build(&spec)
+        .expect("builds once nothing kills it");
 }
 
 /// Case 8: a timeout is not the source's fault either, and says so.
@@ -120,7 +122,11 @@ fn a_compile_timeout_is_a_structured_error_and_never_recorded() {
     for _ in 0..2 {
         let err = cache.get_or_build(&spec).expect_err("timed out");
         let failure = err.compile_failure().expect("a compile failure");
-        assert_eq!(failure.cause, FailureCause::Timeout { after_ms: 300 }, "{err}");
+        assert_eq!(
+            failure.cause,
+            FailureCause::Timeout { after_ms: 300 },
+            "{err}"
+        );
         assert!(!failure.from_record, "a timeout is never replayed");
         assert!(err.to_string().contains("timeout"), "{err}");
     }

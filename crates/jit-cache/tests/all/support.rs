@@ -91,6 +91,10 @@ pub fn uncached_cubin(cwd: &Path, source: &Path, args: &[&str]) -> Vec<u8> {
         .arg(source)
         .status()
         .expect("run nvcc");
-    assert!(status.success(), "uncached nvcc compile of {}", source.display());
+    assert!(
+        status.success(),
+        "uncached nvcc compile of {}",
+        source.display()
+    );
     std::fs::read(&out).expect("read uncached cubin")
 }
