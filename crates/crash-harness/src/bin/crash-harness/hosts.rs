@@ -17,6 +17,10 @@ use std::time::Duration;
 pub const TRACES_ENV: &str = "CRASH_HARNESS_TRACES";
 /// `shared` or `local`, for the checker.
 pub const LOCKS_ENV: &str = "CRASH_HARNESS_LOCKS";
+/// How long (ms) a worker's held artifact must keep its path across hosts: the grace period less
+/// the stamp's refresh interval and 1 s resolution, and the mounts' `actimeo` (another host sees
+/// the stamp that late).
+pub const PIN_WINDOW_ENV: &str = "CRASH_HARNESS_PIN_WINDOW_MS";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct HostArgs {
@@ -43,6 +47,12 @@ impl HostArgs {
     /// The grace period the run's processes use.
     pub fn grace_ms(&self) -> u64 {
         self.grace_ms.unwrap_or(4 * self.actimeo * 1000 + 2000)
+    }
+
+    /// The window a held artifact's path is promised across hosts (see [`PIN_WINDOW_ENV`]).
+    pub fn pin_window_ms(&self) -> u64 {
+        let grace = self.grace_ms();
+        grace.saturating_sub(grace / 10 + 1000 + self.actimeo * 1000)
     }
 }
 

@@ -334,6 +334,10 @@ impl Supervisor<'_> {
                     .env(
                         jit_cache::SHARED_GRACE_ENV,
                         self.args.hosts.grace_ms().to_string(),
+                    )
+                    .env(
+                        crate::hosts::PIN_WINDOW_ENV,
+                        self.args.hosts.pin_window_ms().to_string(),
                     );
                 cluster
                     .spawn(host, cmd)

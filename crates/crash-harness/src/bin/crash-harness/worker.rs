@@ -86,11 +86,19 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
         .collect();
     let mut rng = Rng::derive(args.seed, ((args.slot as u64) << 32) | args.generation);
     // The artifact of the last build, held (pinned) until the next one: its path must keep
-    // reading its bytes meanwhile, whatever gc, verify or clear run on this or another host.
-    let mut held: Option<jit_cache::Artifact> = None;
+    // reading its bytes meanwhile, whatever gc, verify or clear run on this or another host. On
+    // one host that holds for as long as it is held; across hosts for the window the shared
+    // protocol promises (`PIN_WINDOW_ENV`, set by a multi-host run), which is what is checked.
+    let window = std::env::var(crate::hosts::PIN_WINDOW_ENV)
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .map(std::time::Duration::from_millis);
+    let mut held: Option<(jit_cache::Artifact, std::time::Instant)> = None;
     for counter in 1u64.. {
-        if let Some(artifact) = &held {
-            if std::fs::read(artifact.path()).ok().as_deref() != Some(artifact.bytes()) {
+        if let Some((artifact, since)) = &held {
+            let promised = window.is_none_or(|w| since.elapsed() < w);
+            if promised && std::fs::read(artifact.path()).ok().as_deref() != Some(artifact.bytes())
+            {
                 worker.ledger(
                     "pin-vanished",
                     &format!(
@@ -110,7 +118,8 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
                     &cache,
                     &expected,
                     rng.range(0, args.kernels as u64) as usize,
-                );
+                )
+                .map(|artifact| (artifact, std::time::Instant::now()));
             }
             55..70 => put(
                 &worker,
