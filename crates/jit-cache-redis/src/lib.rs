@@ -640,6 +640,33 @@ mod tests {
     }
 
     #[test]
+    fn no_url_or_mode_off_means_no_remote_and_settings_reach_the_policy() {
+        let none = RemoteSettings::default()
+            .into_remote()
+            .expect("no URL is no error");
+        assert!(none.is_none(), "no URL, no remote");
+        let off = RemoteSettings {
+            url: Some("redis+unix:///nowhere.sock".into()),
+            mode: Some(RemoteMode::Off),
+            ..RemoteSettings::default()
+        };
+        assert!(
+            off.into_remote().expect("valid").is_none(),
+            "mode off, no remote"
+        );
+        let on = RemoteSettings {
+            url: Some("redis+unix:///nowhere.sock".into()),
+            mode: Some(RemoteMode::ReadOnly),
+            lease_ttl: Some(Duration::from_millis(1500)),
+            ..RemoteSettings::default()
+        };
+        let remote = on.into_remote().expect("valid").expect("a remote");
+        assert_eq!(remote.policy().mode, RemoteMode::ReadOnly);
+        assert_eq!(remote.policy().lease_ttl, Duration::from_millis(1500));
+        assert_eq!(remote.location(), "redis+unix:///nowhere.sock");
+    }
+
+    #[test]
     fn tls_urls_are_refused_with_a_reason() {
         let refused = RedisTier::open("rediss://h:6380", RedisOptions::default());
         assert!(
