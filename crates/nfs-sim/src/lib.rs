@@ -27,7 +27,7 @@
 //! - Regular files and directories only; no symlinks, xattrs or mmap of written data.
 //! - Locks are whole-owner over overlapping ranges (no splitting of byte ranges).
 //! - The host identity other crates see (durable-fs's `DURABLE_FS_HOST_ID`) is an environment
-//!   variable of the processes a test starts on a host ([`Cluster::command`] sets it).
+//!   variable of the processes a test starts on a host ([`Cluster::spawn`] sets it).
 #![deny(missing_docs)]
 
 mod cluster;
