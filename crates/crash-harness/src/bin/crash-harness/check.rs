@@ -79,9 +79,20 @@ pub fn check(run: &RunDir, kernels: usize) -> Result<CheckReport> {
         let text = crate::hosts::merged(&texts);
         report.trace = crash_harness::analyze(&crash_harness::parse(&text), &keys, &root);
     } else {
-        // `local` locks: each host's key locks are its own; the rules hold per host.
-        for text in &texts {
-            let one = crash_harness::analyze(&crash_harness::parse(text), &keys, &root);
+        // `local` locks: each host's key locks are its own; the rules hold per host. Entries
+        // are shared, though: every host's evictions (`trash`) join each host's log, so a
+        // compile after another host evicted the entry counts as a recompile.
+        for (i, text) in texts.iter().enumerate() {
+            let evictions: String = texts
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .flat_map(|(_, t)| t.lines())
+                .filter(|l| l.split(' ').nth(3) == Some("trash"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let text = crate::hosts::merged(&[text.clone(), evictions]);
+            let one = crash_harness::analyze(&crash_harness::parse(&text), &keys, &root);
             report.trace.absorb(one);
         }
     }
