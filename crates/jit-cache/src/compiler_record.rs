@@ -107,16 +107,25 @@ fn base_of(code: &str) -> Option<Base> {
     }
 }
 
-/// Whether the preprocessor treats `path` (spelled as read) as a system header.
-fn is_system(base: Base, path: &Path, search: &SearchPath) -> bool {
+/// Whether the preprocessor treats `path` (spelled as read) as a system header. `system_dirs`
+/// are the toolkit's `-isystem` directories, canonical; `parents` caches canonical directories
+/// (a compile reads hundreds of headers from a few directories).
+fn is_system(
+    base: Base,
+    path: &Path,
+    system_dirs: &[PathBuf],
+    parents: &mut std::collections::HashMap<PathBuf, PathBuf>,
+) -> bool {
     match base {
         Base::System(_) | Base::Installed => true,
         Base::Toolkit => {
-            let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            search.dirs.toolkit_system.iter().any(|d| {
-                let d = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
-                canonical.starts_with(d)
-            })
+            let Some(parent) = path.parent() else {
+                return false;
+            };
+            let canonical = parents.entry(parent.to_path_buf()).or_insert_with(|| {
+                std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf())
+            });
+            system_dirs.iter().any(|d| canonical.starts_with(d))
         }
         _ => false,
     }
@@ -126,11 +135,18 @@ fn is_system(base: Base, path: &Path, search: &SearchPath) -> bool {
 /// `read` is what the compile's dependency file named besides the source, in order. Best
 /// effort: a record that cannot be written is simply absent.
 pub(crate) fn write(entry_dir: &Path, stderr: &str, read: &[PathBuf], search: &SearchPath) {
+    let system_dirs: Vec<PathBuf> = search
+        .dirs
+        .toolkit_system
+        .iter()
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+        .collect();
+    let mut parents = std::collections::HashMap::new();
     let prerequisites = read
         .iter()
         .map(|path| {
             let (base, rel) = search.classify(path);
-            let system = is_system(base, path, search);
+            let system = is_system(base, path, &system_dirs, &mut parents);
             match base_code(base) {
                 Some(code) => StoredPrerequisite {
                     base: Some(code),
