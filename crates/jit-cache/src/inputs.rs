@@ -24,7 +24,7 @@
 use crate::error::{Error, Result};
 use crate::headers::{findable, hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs, StatStamp};
 use crate::scan::{scan, Directive};
-use crate::search::{join, parent_rel, Base, SearchPath};
+use crate::search::{join, parent_rel, Base, Canonical, SearchPath};
 use fingerprint::StatCache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -100,6 +100,7 @@ struct Walk<'a> {
     absent: BTreeSet<(Base, PathBuf)>,
     must_stay: BTreeSet<(Base, PathBuf)>,
     computed: bool,
+    canonical: Canonical,
 }
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
@@ -133,6 +134,7 @@ pub(crate) fn record(
         absent: BTreeSet::new(),
         must_stay: BTreeSet::new(),
         computed: false,
+        canonical: Canonical::default(),
     };
     let source_id = match source {
         SourceRef::File(path) => identity(path),
@@ -222,7 +224,7 @@ impl Walk<'_> {
         } else if let Some(index) = self.files.iter().position(|f| f.id == Some(id)) {
             return index;
         }
-        let (base, rel) = self.search.classify(spelled);
+        let (base, rel) = self.search.classify_with(spelled, &mut self.canonical);
         let place = if base.is_project() {
             Place::Project(base, rel)
         } else {
@@ -363,7 +365,7 @@ impl Walk<'_> {
         for index in unreached {
             let file = self.files[index].clone();
             let chain = self.search.chain(true);
-            let canonical = std::fs::canonicalize(&file.spelled).unwrap_or(file.spelled.clone());
+            let canonical = self.canonical.of_file(&file.spelled);
             let found_in = chain.iter().position(|c| match (&file.place, c.base) {
                 (Place::Project(base, _), Some(b)) => b == *base,
                 (Place::Other(..), None) => {
@@ -373,9 +375,9 @@ impl Walk<'_> {
             });
             let name = match (&file.place, found_in) {
                 (Place::Project(_, rel), _) => rel.clone(),
-                (Place::Other(..), Some(k)) => std::fs::canonicalize(chain[k].path)
-                    .ok()
-                    .and_then(|d| canonical.strip_prefix(d).ok().map(Path::to_path_buf))
+                (Place::Other(..), Some(k)) => canonical
+                    .strip_prefix(self.canonical.of_dir(chain[k].path))
+                    .map(Path::to_path_buf)
                     .unwrap_or_default(),
                 _ => continue,
             };

@@ -145,6 +145,17 @@ impl SearchPath {
     /// specific project directory that spells a prefix of it, else the toolkit or an installed
     /// directory (by canonical path), else an absolute project path.
     pub(crate) fn classify(&self, spelled: &Path) -> (Base, PathBuf) {
+        self.classify_with(spelled, &mut Canonical::default())
+    }
+
+    /// [`SearchPath::classify`], canonicalising through `canonical` (shared by one walk, so
+    /// the two hundred toolkit headers of a compile cost a few directory lookups, not one
+    /// `realpath` each).
+    pub(crate) fn classify_with(
+        &self,
+        spelled: &Path,
+        canonical: &mut Canonical,
+    ) -> (Base, PathBuf) {
         if let Some(i) = self
             .forced
             .iter()
@@ -180,7 +191,7 @@ impl SearchPath {
         if let Some((base, _, rel)) = best {
             return (base, rel);
         }
-        let canonical = std::fs::canonicalize(spelled).unwrap_or_else(|_| spelled.to_path_buf());
+        let canonical = canonical.of_file(spelled);
         if let Ok(rel) = canonical.strip_prefix(&self.dirs.toolkit_root) {
             return (Base::Toolkit, rel.to_path_buf());
         }
@@ -188,6 +199,34 @@ impl SearchPath {
             return (Base::Installed, spelled.to_path_buf());
         }
         (Base::Absolute, spelled.to_path_buf())
+    }
+}
+
+/// Canonical paths, remembered per directory: a file's is its directory's joined with its name
+/// (a file that is itself a symlink is resolved on its own).
+#[derive(Debug, Default)]
+pub(crate) struct Canonical {
+    dirs: std::collections::HashMap<PathBuf, PathBuf>,
+}
+
+impl Canonical {
+    /// The canonical form of a directory (itself when it cannot be resolved).
+    pub(crate) fn of_dir(&mut self, dir: &Path) -> PathBuf {
+        if let Some(known) = self.dirs.get(dir) {
+            return known.clone();
+        }
+        let resolved = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        self.dirs.insert(dir.to_path_buf(), resolved.clone());
+        resolved
+    }
+
+    /// The canonical form of a file.
+    pub(crate) fn of_file(&mut self, file: &Path) -> PathBuf {
+        let is_link = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
+        match (file.parent(), file.file_name()) {
+            (Some(dir), Some(name)) if !is_link => self.of_dir(dir).join(name),
+            _ => std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf()),
+        }
     }
 }
 
