@@ -64,8 +64,14 @@
 //!   old entry or a missing one for as long as their attribute and negative-lookup caches last
 //!   (seconds to a minute). `RENAME_NOREPLACE` and `RENAME_EXCHANGE` are refused: the no-replace
 //!   publish falls back to `linkat` + `unlinkat`, and [`StagingDir::commit_replace`] to moving the
-//!   old tree aside, during which the target is briefly absent. `flock` is emulated with `fcntl`
-//!   locks on NFS.
+//!   old tree aside, during which the target is briefly absent.
+//! - **Locks across hosts** (NFS, Lustre): [`lock`] on a *regular file* is emulated by the client
+//!   with a whole-file `fcntl` lock, which the server's lock manager shows to every host, unless
+//!   the share is mounted `nolock` or `local_lock=all` (then every lock is local to its host). A
+//!   lock on a *directory* is always local to its host (Linux's NFS client has no `flock` for
+//!   directories). So [`sweep`]'s rule (remove only what it can lock) protects a live writer only
+//!   from processes of the same host on a shared filesystem: give other hosts' temps a longer
+//!   [`SweepPolicy::max_age`] than any writer lives, or a liveness record of your own.
 //! - **FUSE** filesystems vary: some lack hard links (the no-replace fallback then fails) or
 //!   ignore fsync; `syncfs` never reaches a FUSE daemon (except virtiofs), so [`Batch`] uses
 //!   per-file fsync there.
