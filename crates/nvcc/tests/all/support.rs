@@ -42,6 +42,22 @@ pub fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
 }
 
 /// Whether `pid` has exited: no `/proc` entry, or a zombie waiting for its new parent to reap it.
+/// Whether `pid` is gone within `limit`: a killed process closes its files (so pipes reach EOF)
+/// before it becomes a zombie, and on a loaded machine a test can look in between. A bounded wait
+/// for the condition, not a sleep standing in for synchronisation.
+pub fn process_is_gone_within(pid: u32, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if process_is_gone(pid) {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 pub fn process_is_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
