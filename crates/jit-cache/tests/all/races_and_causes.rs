@@ -86,6 +86,44 @@ fn a_source_edited_after_it_was_hashed_is_not_published_under_the_old_key() {
     );
 }
 
+/// Case 4: a source edited after the compiler started and restored before the cache looked again
+/// has its original content, but the compiler may have read the edit: only the ctime tells.
+#[test]
+fn a_source_edited_and_restored_during_the_compile_is_not_published() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gxx = Gxx::new(dir.path());
+    let (src, inc, spec) = project(dir.path());
+    let original = std::fs::read(&src).expect("read source");
+    let cache = gxx.cache(&dir.path().join("cache"));
+    gxx.set("hold-before", true);
+    gxx.set("hold-after", true);
+    std::thread::scope(|s| {
+        let build = s.spawn(|| cache.get_or_build(&spec));
+        assert_eq!(gxx.wait_started(), "before");
+        std::fs::write(&src, "#include \"tile.cuh\"\nint k = VALUE + 40;\n").expect("edit source");
+        gxx.set("hold-before", false);
+        gxx.go();
+        assert_eq!(
+            gxx.wait_started(),
+            "after",
+            "the compiler read the edited source"
+        );
+        std::fs::write(&src, &original).expect("restore the source");
+        gxx.set("hold-after", false);
+        gxx.go();
+        build.join().expect("builder thread").expect("build");
+    });
+    let again = gxx
+        .cache(&dir.path().join("cache"))
+        .get_or_build(&spec)
+        .expect("request for the original source");
+    assert!(
+        again.artifact.bytes() == expected(dir.path(), &src, &inc),
+        "the edited source's artifact was published under the original's key ({})",
+        again.outcome
+    );
+}
+
 /// Case 8: a compiler killed by a signal (the OOM killer) is not the source's fault: nothing is
 /// recorded, and the next request compiles again.
 #[test]
