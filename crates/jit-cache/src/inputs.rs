@@ -99,7 +99,6 @@ struct Walk<'a> {
     reached: BTreeSet<usize>,
     absent: BTreeSet<(Base, PathBuf)>,
     must_stay: BTreeSet<(Base, PathBuf)>,
-    computed: bool,
     canonical: Canonical,
 }
 
@@ -133,7 +132,6 @@ pub(crate) fn record(
         reached: BTreeSet::new(),
         absent: BTreeSet::new(),
         must_stay: BTreeSet::new(),
-        computed: false,
         canonical: Canonical::default(),
     };
     let source_id = match source {
@@ -187,9 +185,7 @@ pub(crate) fn record(
                 place: Place::PrivateSource,
                 id: None,
             };
-            let scanned = scan(text);
-            walk.computed |= scanned.computed;
-            walk.resolve_all(&includer, &scanned.directives);
+            walk.resolve_all(&includer, &scan(text));
         }
     }
     let mut next = 0;
@@ -244,9 +240,7 @@ impl Walk<'_> {
 
     fn scan_file(&mut self, includer: &Includer, path: &Path) -> Result<()> {
         let text = std::fs::read(path).map_err(|e| Error::io("read header", path, e))?;
-        let scanned = scan(&text);
-        self.computed |= scanned.computed;
-        self.resolve_all(includer, &scanned.directives);
+        self.resolve_all(includer, &scan(&text));
         Ok(())
     }
 

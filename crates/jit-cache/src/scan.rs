@@ -4,8 +4,8 @@
 //! The scan is textual, not a preprocessor: it also finds directives inside `#if 0` blocks and
 //! comments. That is safe for the model, which only takes a directive as active when the file it
 //! resolves to was read by the compile (it is in the dependency file). A directive whose name is a
-//! macro (`#include HEADER`) cannot be resolved textually: the scan says so, and the model falls
-//! back to a conservative record for the files such directives reach.
+//! macro (`#include HEADER`) cannot be resolved textually and is skipped: the files it reached are
+//! in the dependency file but reached by no directive, and the model records them conservatively.
 
 /// One include directive.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,27 +18,15 @@ pub(crate) struct Directive {
     pub(crate) name: Vec<u8>,
 }
 
-/// What a scan found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Scan {
-    pub(crate) directives: Vec<Directive>,
-    /// Some directive names a macro instead of a header (`#include HEADER`).
-    pub(crate) computed: bool,
-}
-
-/// Scans a file's text for include directives (`#include`, `#include_next`, `#import`).
-pub(crate) fn scan(text: &[u8]) -> Scan {
-    let mut out = Scan::default();
+/// Scans a file's text for include directives (`#include`, `#include_next`, `#import`) whose
+/// name is written out (a macro name is skipped).
+pub(crate) fn scan(text: &[u8]) -> Vec<Directive> {
+    let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
         let (line, next) = logical_line(rest);
         rest = next;
-        if let Some(found) = directive(&line) {
-            match found {
-                Some(d) => out.directives.push(d),
-                None => out.computed = true,
-            }
-        }
+        out.extend(directive(&line));
     }
     out
 }
@@ -76,9 +64,8 @@ fn skip_blanks(line: &[u8], mut at: usize) -> usize {
     }
 }
 
-/// `Some(Some(d))` for an include directive, `Some(None)` for one whose name is a macro, `None`
-/// for any other line.
-fn directive(line: &[u8]) -> Option<Option<Directive>> {
+/// The include directive on `line`, if it is one with a written-out name.
+fn directive(line: &[u8]) -> Option<Directive> {
     let mut at = skip_blanks(line, 0);
     if line.get(at) != Some(&b'#') {
         return None;
@@ -97,18 +84,19 @@ fn directive(line: &[u8]) -> Option<Option<Directive>> {
     let (quoted, close) = match line.get(at) {
         Some(b'"') => (true, b'"'),
         Some(b'<') => (false, b'>'),
-        _ => return Some(None),
+        // `#include HEADER`: a macro name, resolved only by the preprocessor.
+        _ => return None,
     };
     let name_start = at + 1;
     let len = line[name_start..].iter().position(|&b| b == close)?;
     if len == 0 {
         return None;
     }
-    Some(Some(Directive {
+    Some(Directive {
         quoted,
         next,
         name: line[name_start..name_start + len].to_vec(),
-    }))
+    })
 }
 
 #[cfg(test)]
@@ -128,9 +116,8 @@ mod tests {
         let text = b"#include \"a.cuh\"\n  #  include <b/c.h>\n#include_next <d.h>\r\n\
             # /* why */ include \"e.h\"\n#import \"f.h\"\n#inc\\\nlude \"g.h\"\nint x; // #include \"no\"\n\
             #include \"h\xff.cuh\"\n#define include \"no.h\"\n";
-        let scan = scan(text);
         assert_eq!(
-            scan.directives,
+            scan(text),
             vec![
                 d(true, false, b"a.cuh"),
                 d(false, false, b"b/c.h"),
@@ -141,13 +128,13 @@ mod tests {
                 d(true, false, b"h\xff.cuh"),
             ]
         );
-        assert!(!scan.computed);
     }
 
     #[test]
-    fn a_macro_include_is_reported_as_computed() {
-        let scan = scan(b"#define H \"x.h\"\n#include H\n");
-        assert!(scan.directives.is_empty());
-        assert!(scan.computed, "`#include H` names a macro");
+    fn a_macro_include_is_skipped() {
+        assert!(
+            scan(b"#define H \"x.h\"\n#include H\n").is_empty(),
+            "`#include H` names a macro, not a header"
+        );
     }
 }
