@@ -62,12 +62,7 @@ pub(crate) fn lookup_or_build(
     };
     let first = cache.lookup(layout, prepared, spec.kind);
     if let Some((meta, artifact)) = first.hit {
-        return Ok(Built::Answer(Answer {
-            artifact,
-            outcome: Outcome::Hit,
-            warning: None,
-            inputs: Some(Arc::new(meta.inputs())),
-        }));
+        return Ok(hit(meta, artifact));
     }
     if let Some(failure) = cache.recorded_failure(layout, prepared) {
         return Err(Error::Compile(Arc::new(failure)));
@@ -106,12 +101,7 @@ fn locked_build(
     // Another process may have published, or failed, while we waited for the lock.
     let lookup = cache.lookup(layout, prepared, spec.kind);
     if let Some((meta, artifact)) = lookup.hit {
-        return Ok(Built::Answer(Answer {
-            artifact,
-            outcome: Outcome::Hit,
-            warning: None,
-            inputs: Some(Arc::new(meta.inputs())),
-        }));
+        return Ok(hit(meta, artifact));
     }
     if let Some(failure) = cache.recorded_failure(layout, prepared) {
         return Err(Error::Compile(Arc::new(failure)));
@@ -123,12 +113,7 @@ fn locked_build(
             cache.lookup(layout, prepared, spec.kind).hit
         });
         if let Some((meta, artifact)) = noted {
-            return Ok(Built::Answer(Answer {
-                artifact,
-                outcome: Outcome::Hit,
-                warning: None,
-                inputs: Some(Arc::new(meta.inputs())),
-            }));
+            return Ok(hit(meta, artifact));
         }
     }
     let reasons = cache.rebuild_reasons(layout, prepared, &lookup);
@@ -202,7 +187,7 @@ fn locked_build(
     hooks::point("writing-meta");
     let meta_path = staging.path().join(entry::META_FILE);
     write_record(&meta_path, &meta)?;
-    share_with_team(layout, &[&output, &meta_path])?;
+    share_with_team(layout, staging.path())?;
     if hooks::finished_in_place(&output, &meta)? {
         return open_published(
             layout, prepared, spec.kind, &variant, None, compiled, inputs,
@@ -275,17 +260,32 @@ fn locked_build(
     })
 }
 
-/// In a team root, an entry's files get mode 0660 whatever the umask, so that every member can
-/// read (and, through the 2770 directories, move and remove) what one member published. The
-/// commit's fsyncs come after, so the mode is as durable as the content.
-fn share_with_team(layout: &Layout, files: &[&std::path::Path]) -> Result<()> {
+/// A hit on an entry found in the cache.
+fn hit(meta: Meta, artifact: crate::entry::Artifact) -> Built {
+    Built::Answer(Answer {
+        artifact,
+        outcome: Outcome::Hit,
+        warning: None,
+        inputs: Some(Arc::new(meta.inputs())),
+    })
+}
+
+/// In a team root, every file of an entry (artifact, compiler record, `meta.json`) gets mode 0660
+/// whatever the umask, so that every member can read (and, through the 2770 directories, move and
+/// remove) what one member published. The commit's fsyncs come after, so the mode is as durable
+/// as the content.
+fn share_with_team(layout: &Layout, staging: &std::path::Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     if layout.mode != crate::layout::RootMode::Team {
         return Ok(());
     }
+    let files = std::fs::read_dir(staging).map_err(|e| Error::io("list staging", staging, e))?;
     for file in files {
-        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o660))
-            .map_err(|e| Error::io("chmod team entry file", *file, e))?;
+        let file = file
+            .map_err(|e| Error::io("list staging", staging, e))?
+            .path();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o660))
+            .map_err(|e| Error::io("chmod team entry file", &file, e))?;
     }
     Ok(())
 }

@@ -213,6 +213,25 @@ fn two_members_with_umask_022_share_build_gc_verify_and_clear_without_eacces() {
         "hit",
         "B hits the entry A built"
     );
+    // Every file of an entry A published is the team's to read, whatever A's umask.
+    let mut entry_files = Vec::new();
+    let mut dirs = vec![root.join(jit_cache::FORMAT_DIR).join("entries")];
+    while let Some(dir) = dirs.pop() {
+        for item in std::fs::read_dir(&dir).expect("list entries").flatten() {
+            if item.file_type().expect("file type").is_dir() {
+                dirs.push(item.path());
+            } else {
+                entry_files.push(item.path());
+            }
+        }
+    }
+    assert!(
+        entry_files.len() >= 6,
+        "two entries of artifact, compiler record and meta: {entry_files:?}"
+    );
+    for file in &entry_files {
+        assert_eq!(mode_of(file), 0o660, "{} is 0660", file.display());
+    }
     // B verifies A's entries, then evicts them: moving another member's entry aside and
     // removing it from the trash needs the group's write permission on it.
     let verified = json_as(b, gid, home_b, &root, &["verify"]);
