@@ -62,7 +62,8 @@ pub(crate) struct SystemDirs {
     pub(crate) toolkit_include: Vec<PathBuf>,
     /// nvcc's `-isystem` directories (after the caller's `-isystem`s).
     pub(crate) toolkit_system: Vec<PathBuf>,
-    /// The host compiler's built-in directories, in its order.
+    /// The host compiler's built-in directories, in its order, as it lists them (canonicalised
+    /// only when a miss classifies a header: a hit never needs them).
     pub(crate) installed: Vec<PathBuf>,
     /// Headers nvcc itself forces into every `.cu` translation unit.
     pub(crate) forced: Vec<PathBuf>,
@@ -191,11 +192,16 @@ impl SearchPath {
         if let Some((base, _, rel)) = best {
             return (base, rel);
         }
-        let canonical = canonical.of_file(spelled);
+        let canonical_dirs = canonical;
+        let canonical = canonical_dirs.of_file(spelled);
         if let Ok(rel) = canonical.strip_prefix(&self.dirs.toolkit_root) {
             return (Base::Toolkit, rel.to_path_buf());
         }
-        if self.dirs.installed.iter().any(|d| canonical.starts_with(d)) {
+        let installed = &self.dirs.installed;
+        if installed
+            .iter()
+            .any(|d| canonical.starts_with(canonical_dirs.of_dir(d)))
+        {
             return (Base::Installed, spelled.to_path_buf());
         }
         (Base::Absolute, spelled.to_path_buf())

@@ -153,7 +153,7 @@ fn probe_host(
 }
 
 /// The directories between `#include <...> search starts here:` and `End of search list.` in a
-/// GCC `-v` listing, canonical.
+/// GCC `-v` listing, as listed.
 fn installed_dirs(listing: &str) -> Vec<PathBuf> {
     listing
         .lines()
@@ -161,7 +161,6 @@ fn installed_dirs(listing: &str) -> Vec<PathBuf> {
         .skip(1)
         .take_while(|l| !l.starts_with("End of search list."))
         .map(|l| PathBuf::from(l.trim()))
-        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
         .collect()
 }
 
