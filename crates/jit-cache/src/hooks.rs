@@ -127,3 +127,21 @@ pub(crate) fn loser_asserts() -> bool {
     #[cfg(not(feature = "failpoints"))]
     false
 }
+
+/// The injected bug `sweep-2s` (a negative control of the multi-host tests): the sweep rule from
+/// before multi-host support, 2 s and an unheld `flock`, applied to every host's leftovers.
+pub(crate) fn sweep_two_seconds() -> bool {
+    #[cfg(feature = "failpoints")]
+    return crate::failpoints::bug("sweep-2s");
+    #[cfg(not(feature = "failpoints"))]
+    false
+}
+
+/// The injected bug `pin-flock-only` (a negative control of the multi-host tests): pins by
+/// directory `flock` alone, so eviction ignores the last-use stamp other hosts refresh.
+pub(crate) fn pin_flock_only() -> bool {
+    #[cfg(feature = "failpoints")]
+    return crate::failpoints::bug("pin-flock-only");
+    #[cfg(not(feature = "failpoints"))]
+    false
+}

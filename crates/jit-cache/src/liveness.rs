@@ -202,27 +202,13 @@ impl Staging {
 // ---------------------------------------------------------------------------------------------
 // Sweeping under the shared protocol.
 
-/// Whether this process runs with an injected bug of the crash harness.
-fn injected(name: &str) -> bool {
-    #[cfg(feature = "failpoints")]
-    {
-        crate::failpoints::bug(name)
-    }
-    #[cfg(not(feature = "failpoints"))]
-    {
-        let _ = name;
-        false
-    }
-}
-
 /// Removes abandoned temps and staging directories directly inside `dir` (a path that names the
 /// directory, possibly `/proc/self/fd/N`) and returns how many. Under the local protocol this is
 /// durable-fs's sweep with [`LOCAL_MIN_AGE`]; under the shared protocol a leftover of this host
 /// follows the same rule, and another host's is removed only when its heartbeat is older than
 /// [`FOREIGN_GRACE`] (its `flock`s are invisible from here).
 pub(crate) fn sweep_dir(dir: &Path, protocol: Protocol) -> Result<usize> {
-    // Injected bug `sweep-2s`: the rule before multi-host support, for the negative control.
-    if protocol == Protocol::Local || injected("sweep-2s") {
+    if protocol == Protocol::Local || crate::hooks::sweep_two_seconds() {
         let policy = durable_fs::SweepPolicy {
             max_age: LOCAL_MIN_AGE,
         };
@@ -332,8 +318,12 @@ fn sweep_one(
     removed
 }
 
+/// The age of a stamp read in whole seconds, counted from the end of that second. A stamp's
+/// sub-second part is not read, and the last-use stamp is written without one, so an event
+/// stamped `secs` happened at most a second later than `secs`; counting from `secs` itself would
+/// make a hit 0.99 s younger look older, and with a short grace evict what another host holds.
 fn age_of(secs: i64, now: SystemTime) -> Duration {
-    let then = UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+    let then = UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0).saturating_add(1));
     now.duration_since(then).unwrap_or(Duration::ZERO)
 }
 
@@ -344,7 +334,7 @@ fn age_of(secs: i64, now: SystemTime) -> Duration {
 /// access or modification time of its files. Eviction under the shared protocol leaves such an
 /// entry alone, since another host may hold it (its directory `flock` is invisible here).
 pub(crate) fn used_recently(entry: &OwnedFd) -> bool {
-    if injected("pin-flock-only") {
+    if crate::hooks::pin_flock_only() {
         return false;
     }
     let Ok(mut read) = rustix::fs::Dir::read_from(entry) else {
@@ -380,31 +370,30 @@ pub(crate) fn adopt_existing(
     prepared: &crate::key::Prepared,
     kind: nvcc::OutputKind,
     target: &Path,
-    compiled: &crate::compile::Compiled,
+    bytes: &[u8],
     inputs: &crate::headers::Inputs,
-) -> Result<Option<crate::publish::Built>> {
+) -> Result<Option<crate::cache::Answer>> {
     use crate::cache::{Answer, Outcome};
     use crate::entry::{open_entry, Unusable};
     use crate::evict::{evict_unless_pinned, Evicted};
-    use crate::publish::Built;
     use std::sync::Arc;
     let variant_dir = target
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
     match open_entry(target, &prepared.key, variant_dir).and_then(|o| o.load(kind)) {
-        Ok((_, artifact)) => Ok(Some(Built::Answer(Answer {
+        Ok((_, artifact)) => Ok(Some(Answer {
             artifact,
             outcome: Outcome::Built,
             warning: None,
             inputs: Some(Arc::new(inputs.clone())),
-        }))),
+        })),
         Err(Unusable::Absent) => Ok(None),
         Err(Unusable::Corrupt(_)) => match evict_unless_pinned(layout, target, None)? {
             Evicted::Moved | Evicted::Absent => Ok(None),
             Evicted::Pinned | Evicted::Replaced => {
-                let artifact = crate::compile::private_copy(kind, compiled.artifact_bytes.clone())?;
-                Ok(Some(Built::Answer(Answer {
+                let artifact = crate::compile::private_copy(kind, bytes.to_vec())?;
+                Ok(Some(Answer {
                     artifact,
                     outcome: Outcome::Built,
                     warning: Some(format!(
@@ -412,7 +401,7 @@ pub(crate) fn adopt_existing(
                         target.display()
                     )),
                     inputs: None,
-                })))
+                }))
             }
         },
     }
@@ -573,6 +562,35 @@ mod tests {
             "a live local builder keeps its staging"
         );
         assert!(!dead.exists(), "an unlocked old local leftover goes");
+    }
+
+    #[test]
+    fn a_stamp_exactly_the_grace_old_in_whole_seconds_still_pins() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let artifact = dir.path().join("artifact.cubin");
+        std::fs::write(&artifact, b"cubin").expect("write");
+        // The hit that wrote this stamp happened somewhere in that second, up to 0.99 s after
+        // it: less than the grace ago. Counted from the second's start it looked older than
+        // the grace, and another host's eviction took an entry held elsewhere.
+        let entry: OwnedFd = std::fs::File::open(dir.path()).expect("open entry").into();
+        let second = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        };
+        loop {
+            let before = second();
+            age(&artifact, PIN_GRACE.as_secs());
+            let pinned = used_recently(&entry);
+            // Stamped and checked within one second (else the stamp is a second older; again).
+            if second() == before {
+                assert!(pinned, "a stamp within the grace pins");
+                break;
+            }
+        }
+        age(&artifact, PIN_GRACE.as_secs() + 2);
+        assert!(!used_recently(&entry), "a stamp past the grace does not");
     }
 
     #[test]
