@@ -194,50 +194,28 @@ fn locked_build(
         );
     }
 
-    let key_dir = layout.key_dir(&prepared.key);
-    layout.ensure_dir(&key_dir)?;
     let target = layout.entry_dir(&prepared.key, &variant);
-    if std::fs::symlink_metadata(&target).is_ok() {
-        if layout.protocol == crate::fstype::Protocol::Shared {
-            // Another host may have published it since our lookup (its key lock is invisible
-            // under `local_lock`, or our negative lookup cache hid it): use it when whole, and
-            // never move aside what another host may hold.
-            let adopted = crate::liveness::adopt_existing(
-                layout, prepared, spec.kind, &target, &compiled, &inputs,
-            )?;
-            if let Some(built) = adopted {
-                return Ok(built);
-            }
-        } else {
-            // Under the lock, an existing directory for this variant that the lookup did not
-            // accept is corrupt or planted: move it aside (readers that hold it keep their copy).
-            move_to_trash(layout, &target)?;
-        }
+    if let Some(answer) = clear_target(
+        layout,
+        prepared,
+        spec.kind,
+        &target,
+        &compiled.artifact_bytes,
+        &inputs,
+    )? {
+        return Ok(Built::Answer(answer));
     }
     hooks::point("publishing");
     let deferred = hooks::defer_artifact(&output);
     let published = staging.commit_noreplace(&target)?;
     hooks::point("published");
-    if layout.protocol == crate::fstype::Protocol::Shared {
-        crate::liveness::note_published(layout, &prepared.key);
-    }
     hooks::write_deferred(
         deferred,
         &target.join(&meta.artifact_file),
         &compiled.artifact_bytes,
     )?;
     cache.save_stat_cache();
-    write_record(
-        &layout.slot_file(&prepared.slot),
-        &SlotRecord {
-            name: spec.name.clone(),
-            key: prepared.key,
-            variant,
-            headers: inputs.headers.clone(),
-            manifest: prepared.manifest.clone(),
-        },
-    )?;
-    prune_variants(layout, &key_dir, cache.options.max_variants)?;
+    record_published(cache, layout, request, prepared, &variant, &inputs)?;
     let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
     log_event(layout, "build", &spec.name, compiled.compile_ms);
     crate::remote::share_build(cache, layout, &meta, &compiled.artifact_bytes, lease);
@@ -270,11 +248,66 @@ fn hit(meta: Meta, artifact: crate::entry::Artifact) -> Built {
     })
 }
 
+/// Clears the way for a staged entry at `target`, under the key's lock. An existing directory
+/// there that the locked lookup did not accept is corrupt or planted: it is moved aside (readers
+/// that hold it keep their copy). Under the shared protocol it may instead be another host's
+/// fresh entry, hidden from our lookup by the negative lookup cache or unguarded by an invisible
+/// key lock: a whole one is the answer, and nothing another host may hold is moved aside
+/// (`liveness::adopt_existing`). `Some`: answer with that, publish nothing.
+pub(crate) fn clear_target(
+    layout: &Layout,
+    prepared: &Prepared,
+    kind: nvcc::OutputKind,
+    target: &std::path::Path,
+    bytes: &[u8],
+    inputs: &Inputs,
+) -> Result<Option<Answer>> {
+    layout.ensure_dir(&layout.key_dir(&prepared.key))?;
+    if std::fs::symlink_metadata(target).is_err() {
+        return Ok(None);
+    }
+    if layout.protocol == crate::fstype::Protocol::Shared {
+        return crate::liveness::adopt_existing(layout, prepared, kind, target, bytes, inputs);
+    }
+    move_to_trash(layout, target)?;
+    Ok(None)
+}
+
+/// What follows the rename that published a variant, under the key's lock: the note for other
+/// hosts' waiters (shared protocol), the slot record, and pruning of the key's old variants.
+pub(crate) fn record_published(
+    cache: &Cache,
+    layout: &Layout,
+    request: &Request,
+    prepared: &Prepared,
+    variant: &Digest,
+    inputs: &Inputs,
+) -> Result<()> {
+    if layout.protocol == crate::fstype::Protocol::Shared {
+        crate::liveness::note_published(layout, &prepared.key);
+    }
+    write_record(
+        &layout.slot_file(&prepared.slot),
+        &SlotRecord {
+            name: request.spec.name.clone(),
+            key: prepared.key,
+            variant: *variant,
+            headers: inputs.headers.clone(),
+            manifest: prepared.manifest.clone(),
+        },
+    )?;
+    prune_variants(
+        layout,
+        &layout.key_dir(&prepared.key),
+        cache.options.max_variants,
+    )
+}
+
 /// In a team root, every file of an entry (artifact, compiler record, `meta.json`) gets mode 0660
 /// whatever the umask, so that every member can read (and, through the 2770 directories, move and
 /// remove) what one member published. The commit's fsyncs come after, so the mode is as durable
 /// as the content.
-fn share_with_team(layout: &Layout, staging: &std::path::Path) -> Result<()> {
+pub(crate) fn share_with_team(layout: &Layout, staging: &std::path::Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     if layout.mode != crate::layout::RootMode::Team {
         return Ok(());

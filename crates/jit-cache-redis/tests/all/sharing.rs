@@ -2,8 +2,8 @@
 //! remote variants are checked against each host's own headers, local hits never touch the
 //! network, failures are shared, and one host compiles while the others wait.
 
-use crate::support::{builds, host, kernel, project, remote, uncached, Server};
-use jit_cache::{Outcome, RemoteMode};
+use crate::support::{builds, host, kernel, project, real_nvcc, remote, uncached, Server};
+use jit_cache::{Cache, CacheOptions, Outcome, RemoteMode, RootMode};
 
 #[test]
 fn a_kernel_built_on_one_host_is_fetched_verified_and_published_on_another() {
@@ -69,6 +69,45 @@ fn a_kernel_built_on_one_host_is_fetched_verified_and_published_on_another() {
         (1, 0),
         "the root's log: {logged:?}"
     );
+}
+
+#[test]
+fn a_kernel_fetched_into_a_team_root_gets_the_team_file_modes_as_a_built_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = host(
+        &dir.path().join("a"),
+        Some(remote(&server.url(), RemoteMode::ReadWrite)),
+    );
+    a.get_or_build(&kernel(3)).expect("host a builds");
+
+    // Host b's root is a team root (setgid, group-writable; our primary group is the team).
+    let team = dir.path().join("team");
+    std::fs::create_dir(&team).expect("mkdir team root");
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o2770))
+        .expect("chmod 2770 team root");
+    let b = Cache::open_with(
+        &team,
+        CacheOptions::default()
+            .mode(RootMode::Team)
+            .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
+            .remote(remote(&server.url(), RemoteMode::ReadWrite)),
+    )
+    .expect("open team cache");
+    // Whatever the umask, a fetched entry's files are the team's, as a built entry's are. (Each
+    // test is its own process under nextest: the umask set here is this test's.)
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    let fetched = b.get_or_build(&kernel(3)).expect("host b answers");
+    assert_eq!(fetched.outcome, Outcome::Fetched);
+    let entry = fetched.artifact.path().parent().expect("entry dir");
+    let mut files = 0;
+    for file in std::fs::read_dir(entry).expect("list entry").flatten() {
+        let mode = file.metadata().expect("stat").permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o660, "{} is {mode:o}", file.path().display());
+        files += 1;
+    }
+    assert!(files >= 2, "the artifact and meta.json");
 }
 
 #[test]

@@ -10,12 +10,11 @@ use super::{Event, Remote, TierError, TierErrorKind};
 use crate::cache::{Answer, Cache, Outcome};
 use crate::entry::{self, Meta};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
-use crate::evict::{move_to_trash, prune_variants};
 use crate::headers::Inputs;
 use crate::key::{Prepared, CACHE_FORMAT};
 use crate::layout::{Layout, Subdir};
 use crate::publish::Built;
-use crate::records::{read_record, write_record, FailureRecord, SlotRecord};
+use crate::records::{read_record, FailureRecord};
 use crate::request::Request;
 use fingerprint::Digest;
 use std::sync::mpsc;
@@ -193,8 +192,9 @@ fn fetch(
 }
 
 /// Publishes verified remote bytes as a local entry, by the same steps as a local build: a
-/// staging directory with the artifact and `meta.json` last, one no-replace rename, the slot
-/// record, variant pruning. Runs under the key's local lock.
+/// staging directory with the artifact and `meta.json` last, team modes, the target cleared as
+/// for a build, one no-replace rename, the note, the slot record, variant pruning. Runs under
+/// the key's local lock.
 fn publish_fetched(
     cache: &Cache,
     layout: &Layout,
@@ -240,25 +240,18 @@ fn publish_fetched(
     })?;
     std::fs::write(&meta_path, meta_json)
         .map_err(|e| Error::io("write meta.json", &meta_path, e))?;
-    let key_dir = layout.key_dir(&prepared.key);
-    layout.ensure_dir(&key_dir)?;
+    crate::publish::share_with_team(layout, staging.path())?;
     let target = layout.entry_dir(&prepared.key, &variant);
-    if std::fs::symlink_metadata(&target).is_ok() {
-        // Under the lock, a directory the lookup did not accept is corrupt or planted.
-        move_to_trash(layout, &target)?;
+    if let Some(answer) =
+        crate::publish::clear_target(layout, prepared, spec.kind, &target, bytes, &inputs)?
+    {
+        return Ok(Answer {
+            outcome: Outcome::Fetched,
+            ..answer
+        });
     }
     let published = staging.commit_noreplace(&target)?;
-    write_record(
-        &layout.slot_file(&prepared.slot),
-        &SlotRecord {
-            name: spec.name.clone(),
-            key: prepared.key,
-            variant,
-            headers: inputs.headers.clone(),
-            manifest: prepared.manifest.clone(),
-        },
-    )?;
-    prune_variants(layout, &key_dir, cache.options.max_variants)?;
+    crate::publish::record_published(cache, layout, request, prepared, &variant, &inputs)?;
     // Our own entry holds the bytes just verified: pin it without reading them again. Another
     // writer's (it published this very variant meanwhile) is opened and checked like any entry.
     let ours = match published {
