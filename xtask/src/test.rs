@@ -197,6 +197,19 @@ pub fn run(args: &[String]) -> Result<()> {
             crate::crash_test::run(&args(&list))
         })?;
     }
+    // The fleet tier (issue 14): workers share a real redis-server, which is killed with SIGKILL
+    // and restarted every 40 kills; every check audits what it holds.
+    step("crash-test remote", &mut || {
+        crate::crash_test::run(&args(&[
+            "--kills",
+            "160",
+            "--seed",
+            "1",
+            "--remote",
+            "--kernels",
+            "12",
+        ]))
+    })?;
     step("race", &mut || {
         crate::crash_test::run(&args(&[
             "--race",

@@ -1,6 +1,7 @@
 //! The harness proves itself: a correct protocol passes with kills in every phase, each injected
-//! bug is caught with the violation it should cause, and the race harness counts one compile per
-//! kernel per round (and more than one without the lock).
+//! bug is caught with the violation it should cause, the fleet tier's server killed mid-run
+//! misleads nobody, and the race harness counts one compile per kernel per round (and more than
+//! one without the lock).
 
 use serde_json::Value;
 use std::process::Command;
@@ -171,6 +172,66 @@ fn heavy_injected_lock_file_deletion_is_caught_as_replaced_lock_files() {
     assert!(
         count(&report, "lock_files_replaced") > 0,
         "a deleted lock file is seen replaced: {report:#}"
+    );
+}
+
+/// The remote's part of a report.
+fn remote_count(report: &Value, field: &str) -> u64 {
+    let remote = &report["remote"];
+    remote[field]
+        .as_u64()
+        .or_else(|| remote["stats"][field].as_u64())
+        .unwrap_or_else(|| panic!("report has a number `remote.{field}`: {report:#}"))
+}
+
+#[test]
+fn heavy_a_fleet_tier_killed_mid_run_misleads_no_worker() {
+    let (code, report) = harness(&[
+        "run",
+        "--kills",
+        "120",
+        "--seed",
+        "5",
+        "--kernels",
+        "12",
+        "--remote",
+        "--remote-kill-every",
+        "30",
+    ]);
+    assert_eq!(code, 0, "no violation: {report:#}");
+    assert_eq!(count(&report, "violations"), 0, "{report:#}");
+    assert!(
+        remote_count(&report, "server_kills") >= 3,
+        "the server was killed mid-run: {report:#}"
+    );
+    assert!(
+        remote_count(&report, "hits") > 0 && remote_count(&report, "uploads") > 0,
+        "workers fetched and uploaded: {report:#}"
+    );
+    assert!(
+        remote_count(&report, "audits") >= 3,
+        "every check audited the server: {report:#}"
+    );
+}
+
+#[test]
+fn heavy_injected_corrupt_upload_is_caught_by_the_audit_and_never_read() {
+    let report = run_with_bug(
+        "remote-corrupt-upload",
+        &["--kernels", "12", "--remote", "--remote-kill-every", "1000"],
+    );
+    assert!(
+        remote_count(&report, "corrupt_blobs") > 0,
+        "the audit finds blobs that do not hash to their names: {report:#}"
+    );
+    assert!(
+        remote_count(&report, "rejected") > 0,
+        "readers refused them: {report:#}"
+    );
+    assert_eq!(
+        count(&report, "worker_violations"),
+        0,
+        "no worker read a wrong byte: {report:#}"
     );
 }
 

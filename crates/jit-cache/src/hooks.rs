@@ -145,3 +145,18 @@ pub(crate) fn pin_flock_only() -> bool {
     #[cfg(not(feature = "failpoints"))]
     false
 }
+
+/// The bytes a build uploads as its blob. The injected bug `remote-corrupt-upload` (a negative
+/// control of the remote crash test) flips the last byte, so that the blob no longer hashes to
+/// its name: the audit must find it and every reader must refuse it.
+pub(crate) fn uploaded_blob(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    #[cfg(feature = "failpoints")]
+    if crate::failpoints::bug("remote-corrupt-upload") {
+        let mut bad = bytes.to_vec();
+        if let Some(last) = bad.last_mut() {
+            *last ^= 0xff;
+        }
+        return std::borrow::Cow::Owned(bad);
+    }
+    std::borrow::Cow::Borrowed(bytes)
+}

@@ -342,10 +342,11 @@ pub(crate) fn share_build(
         host: meta.host.clone(),
     };
     let digest = meta.artifact_digest.to_hex();
+    let body = crate::hooks::uploaded_blob(bytes);
     let uploaded = if remote.blob_was_corrupt(&meta.artifact_digest) {
-        remote.tier.repair_blob(&digest, bytes)
+        remote.tier.repair_blob(&digest, &body)
     } else {
-        remote.tier.put_blob(&digest, bytes)
+        remote.tier.put_blob(&digest, &body)
     };
     if let Err(e) = uploaded {
         fault(remote, layout, &e);

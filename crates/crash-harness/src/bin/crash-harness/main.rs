@@ -7,6 +7,7 @@ mod check;
 mod fake_nvcc;
 mod hosts;
 mod race;
+mod remote;
 mod run;
 mod setup;
 mod worker;

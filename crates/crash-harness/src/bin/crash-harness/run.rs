@@ -58,6 +58,13 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Give the workers a real redis-server as their fleet tier, kill it with SIGKILL on the
+    /// schedule, and audit it at every check.
+    #[arg(long)]
+    pub remote: bool,
+    /// Kill (and restart) the remote's server after every this many kills.
+    #[arg(long, default_value_t = 40)]
+    pub remote_kill_every: usize,
     #[command(flatten)]
     pub fs: FsArgs,
     #[command(flatten)]
@@ -114,6 +121,27 @@ pub struct RunReport {
     pub host_crashes: usize,
     /// Held artifacts whose path stopped reading their bytes (worker-reported).
     pub pins_vanished: usize,
+    /// With `--remote`: what the workers did with it and what the audits found.
+    pub remote: Option<RemoteReport>,
+}
+
+/// The remote tier's part of a run (`--remote`).
+#[derive(Debug, Default, Serialize)]
+pub struct RemoteReport {
+    /// SIGKILLs of the server (each followed by a fresh, empty one).
+    pub server_kills: usize,
+    /// The workers' remote events, from the root's log.
+    pub stats: jit_cache::RemoteStats,
+    /// Audits (one per checker pass) and what the last one saw.
+    pub audits: usize,
+    pub manifests: usize,
+    pub variants: usize,
+    pub blobs: usize,
+    /// Variants whose blob is gone (readers take them as misses): not violations.
+    pub variants_without_blob: usize,
+    /// Over every audit: manifests that do not parse and blobs that do not hash to their names.
+    pub unreadable_manifests: usize,
+    pub corrupt_blobs: usize,
 }
 
 impl RunReport {
@@ -163,7 +191,11 @@ impl RunReport {
             + self.worker_violations
             + self.lock_overlaps
             + self.double_compiles
-            + self.corrupt_found_by_builders;
+            + self.corrupt_found_by_builders
+            + self
+                .remote
+                .as_ref()
+                .map_or(0, |r| r.unreadable_manifests + r.corrupt_blobs);
     }
 
     fn print(&self) {
@@ -239,6 +271,25 @@ impl RunReport {
                 self.pins_vanished
             );
         }
+        if let Some(remote) = &self.remote {
+            println!(
+                "remote: server killed {} times; {} fetched (verified), {} misses, {} uploads, {} leases waited, {} faults, {} values refused; {} audits, last: {} manifests ({} variants, {} without blob: misses), {} blobs; unreadable manifests {}, corrupt blobs {}",
+                remote.server_kills,
+                remote.stats.hits,
+                remote.stats.misses,
+                remote.stats.uploads,
+                remote.stats.leases_waited,
+                remote.stats.errors,
+                remote.stats.rejected,
+                remote.audits,
+                remote.manifests,
+                remote.variants,
+                remote.variants_without_blob,
+                remote.blobs,
+                remote.unreadable_manifests,
+                remote.corrupt_blobs
+            );
+        }
         println!("violations: {}", self.violations);
         for sample in &self.violation_samples {
             println!("  {sample}");
@@ -255,6 +306,8 @@ struct Supervisor<'a> {
     args: &'a RunArgs,
     /// The simulated hosts of a multi-host run.
     cluster: Option<&'a nfs_sim::Cluster>,
+    /// The fleet tier's server (`--remote`).
+    remote: Option<crate::remote::Server>,
     run: RunDir,
     seed: u64,
     rng: Rng,
@@ -318,6 +371,9 @@ impl Supervisor<'_> {
             .stderr(self.stderr.try_clone()?);
         if let Some(bug) = &self.args.inject_bug {
             cmd.env("JIT_CACHE_INJECT_BUG", bug);
+        }
+        if let Some(server) = &self.remote {
+            cmd.env(crate::remote::REMOTE_ENV, server.url());
         }
         if let Some((point, in_cache)) = armed {
             if in_cache {
@@ -440,7 +496,18 @@ impl Supervisor<'_> {
     }
 
     fn check(&mut self) -> Result<()> {
-        drain_orphans();
+        drain_orphans(self.remote.as_ref().map(|s| s.pid()));
+        if let Some(server) = &self.remote {
+            let audit = server.audit()?;
+            let report = self.report.remote.get_or_insert_with(RemoteReport::default);
+            report.audits += 1;
+            report.manifests = audit.manifests;
+            report.variants = audit.variants;
+            report.blobs = audit.blobs;
+            report.variants_without_blob = audit.variants_without_blob;
+            report.unreadable_manifests += audit.unreadable_manifests.len();
+            report.corrupt_blobs += audit.corrupt_blobs.len();
+        }
         let mut cmd = Command::new(std::env::current_exe()?);
         cmd.arg("check")
             .arg("--dir")
@@ -546,6 +613,9 @@ fn run_in(
     if args.workers == 0 || args.kernels == 0 {
         bail!("--workers and --kernels must be at least 1");
     }
+    if args.remote && cluster.is_some() {
+        bail!("--remote runs on one host's filesystem (each host of a fleet has its own cache)");
+    }
     let started = Instant::now();
     let run = match cluster {
         Some(cluster) => {
@@ -562,9 +632,15 @@ fn run_in(
         .create(true)
         .append(true)
         .open(&stderr_path)?;
+    let remote = if args.remote {
+        Some(crate::remote::Server::start(&run.root.join("redis"))?)
+    } else {
+        None
+    };
     let mut sup = Supervisor {
         args,
         cluster,
+        remote,
         run,
         seed,
         rng: Rng::new(seed),
@@ -622,6 +698,21 @@ fn run_in(
                 }
             }
         }
+        let remote_due = sup.report.remote.as_ref().map_or(0, |r| r.server_kills + 1)
+            * args.remote_kill_every.max(1);
+        if let Some(server) = sup
+            .remote
+            .as_mut()
+            .filter(|_| sup.report.kills >= remote_due)
+        {
+            // The fleet's store dies with everything it held, mid-operation for some workers.
+            server
+                .kill_and_restart()
+                .context("kill and restart redis-server")?;
+            if let Some(report) = sup.report.remote.as_mut() {
+                report.server_kills += 1;
+            }
+        }
         if sup.report.kills >= next_check && sup.report.kills < args.kills {
             for (slot, worker) in workers.iter_mut().enumerate() {
                 sup.kill(slot, worker, Source::Check)?;
@@ -637,6 +728,9 @@ fn run_in(
         sup.kill(slot, worker, Source::Check)?;
     }
     sup.check()?;
+    if let Some(remote) = sup.report.remote.as_mut() {
+        remote.stats = sup.run.open_cache()?.remote_stats();
+    }
     let mut report = sup.report;
     report.phases_missed = REQUIRED_PHASES
         .iter()
@@ -648,8 +742,41 @@ fn run_in(
 }
 
 /// Waits until every process left by the killed workers has exited. Called with every worker
-/// reaped, so the only children left are such orphans: a fake compiler stops at its next chunk
-/// once its builder is gone, and a child between fork and exec drops the lock at exec.
-fn drain_orphans() {
-    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::empty()) {}
+/// reaped, so the only children left are such orphans (a fake compiler stops at its next chunk
+/// once its builder is gone, and a child between fork and exec drops the lock at exec), and the
+/// remote's server, `keep`, which stays.
+fn drain_orphans(keep: Option<u32>) {
+    let Some(keep) = keep else {
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::empty()) {}
+        return;
+    };
+    loop {
+        let orphans: Vec<u32> = children().into_iter().filter(|p| *p != keep).collect();
+        if orphans.is_empty() {
+            return;
+        }
+        for pid in orphans {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+            }
+        }
+    }
+}
+
+/// This process's children, as every one of its threads lists them.
+fn children() -> Vec<u32> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    pids
 }

@@ -87,11 +87,15 @@ impl RunDir {
         self.phases.join(format!("worker-{slot}"))
     }
 
-    /// Opens the cache with the fake compiler.
+    /// Opens the cache with the fake compiler (and the run's remote tier, if it has one).
     pub fn open_cache(&self) -> Result<Cache> {
         let nvcc = nvcc::Nvcc::at(&self.nvcc)
             .with_context(|| format!("fake nvcc at {}", self.nvcc.display()))?;
-        Cache::open_with(&self.cache, CacheOptions::default().nvcc(nvcc))
+        let mut options = CacheOptions::default().nvcc(nvcc);
+        if let Some(remote) = crate::remote::from_env()? {
+            options = options.remote(remote);
+        }
+        Cache::open_with(&self.cache, options)
             .with_context(|| format!("open cache {}", self.cache.display()))
     }
 }
