@@ -158,13 +158,17 @@ impl Artifact {
     /// checks the path still names it. None when it was evicted or replaced meanwhile.
     pub(crate) fn repin(bytes: Arc<[u8]>, path: &Path, kind: nvcc::OutputKind) -> Option<Artifact> {
         let dir = path.parent()?;
-        let fd = pin_dir(dir).ok()?;
-        // Under the shared protocol the memo's re-pin refreshes the stamp too: another host's
-        // eviction sees only that. A process with no shared root skips this.
+        let fd = lock_dir(dir).ok()?;
+        // Under the shared protocol the memo's re-pin refreshes the stamp too, before the path
+        // check (see `open_entry`): another host's eviction sees only that. A process with no
+        // shared root skips this.
         if crate::fstype::any_shared_device() {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                 touch_last_use(&fd, name);
             }
+        }
+        if !still_names(&fd, dir) {
+            return None;
         }
         Some(Artifact {
             inner: Arc::new(ArtifactInner {
@@ -201,17 +205,31 @@ pub(crate) fn open_entry(
     key: &Digest,
     variant_dir: &str,
 ) -> std::result::Result<OpenEntry, Unusable> {
-    let fd = pin_dir(dir)?;
-    let meta_bytes = match read_at(&fd, META_FILE) {
-        Ok(bytes) => bytes,
+    let fd = lock_dir(dir)?;
+    let meta = match read_at(&fd, META_FILE) {
+        Ok(bytes) => serde_json::from_slice::<Meta>(&bytes)
+            .map_err(|e| Unusable::Corrupt(format!("{META_FILE} is corrupt or foreign: {e}"))),
         // Another host removed the entry after we opened it (NFS): a plain miss.
-        Err(e) if e.raw_os_error() == Some(libc::ESTALE) => return Err(Unusable::Absent),
+        Err(e) if e.raw_os_error() == Some(libc::ESTALE) => Err(Unusable::Absent),
         // A directory without meta.json is a half-deleted or foreign entry (publication puts
         // meta.json in before the one rename that makes an entry visible).
-        Err(e) => return Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
+        Err(e) => Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
     };
-    let meta: Meta = serde_json::from_slice(&meta_bytes)
-        .map_err(|e| Unusable::Corrupt(format!("{META_FILE} is corrupt or foreign: {e}")))?;
+    // The last-use stamp is refreshed before the path is checked. Under the shared protocol it
+    // is the pin other hosts see, and an eviction there checks it, moves the entry aside, then
+    // checks it again and puts the entry back if it moved (`evict.rs`): a stamp refreshed here
+    // before our check is seen by that second look, and a move before our check fails it.
+    if let Ok(meta) = &meta {
+        if is_plain_name(&meta.artifact_file) {
+            touch_last_use(&fd, &meta.artifact_file);
+        }
+    }
+    // Eviction renames an entry aside under an exclusive lock; if that happened between our open
+    // and our lock, the path now names something else (or nothing): a miss, whatever was read.
+    if !still_names(&fd, dir) {
+        return Err(Unusable::Absent);
+    }
+    let meta = meta?;
     if meta.format != crate::key::CACHE_FORMAT
         || meta.key != *key
         || variant_dir_name(&meta.variant) != variant_dir
@@ -254,7 +272,6 @@ impl OpenEntry {
                 "artifact content does not match its digest".into(),
             ));
         }
-        touch_last_use(&self.fd, &expected_file);
         let path = self.dir.join(&expected_file);
         let artifact = Artifact {
             inner: Arc::new(ArtifactInner {
@@ -268,9 +285,9 @@ impl OpenEntry {
     }
 }
 
-/// Opens an entry directory without following symlinks, takes a shared `flock` on it, and checks
-/// that the path still names the directory locked (eviction renames entries aside).
-fn pin_dir(dir: &Path) -> std::result::Result<OwnedFd, Unusable> {
+/// Opens an entry directory without following symlinks and takes a shared `flock` on it (the
+/// pin on this host). The caller then checks that the path still names it ([`still_names`]).
+fn lock_dir(dir: &Path) -> std::result::Result<OwnedFd, Unusable> {
     use crate::evict::{open_dir_locked, DirLockError};
     use rustix::io::Errno;
     let fd = match open_dir_locked(rustix::fs::CWD, dir, FlockOperation::LockShared) {
@@ -287,16 +304,20 @@ fn pin_dir(dir: &Path) -> std::result::Result<OwnedFd, Unusable> {
         }
         Err(DirLockError::Busy | DirLockError::Lock(_)) => return Err(Unusable::Absent),
     };
-    // Eviction renames an entry aside under an exclusive lock; if that happened between our open
-    // and our lock, the path now names something else (or nothing): treat it as a miss.
-    let still_there = match (rustix::fs::fstat(&fd), std::fs::symlink_metadata(dir)) {
+    Ok(fd)
+}
+
+/// Whether `dir` still names the directory held open as `fd` (eviction renames entries aside).
+fn still_names(fd: &OwnedFd, dir: &Path) -> bool {
+    match (rustix::fs::fstat(fd), std::fs::symlink_metadata(dir)) {
         (Ok(held), Ok(now)) => held.st_ino == now.ino() && held.st_dev == now.dev(),
         _ => false,
-    };
-    if !still_there {
-        return Err(Unusable::Absent);
     }
-    Ok(fd)
+}
+
+/// A name that stays inside the entry directory (meta.json is read before it is checked).
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('.') && !name.contains('/')
 }
 
 /// How often an entry's last-use stamp is refreshed at most: a hit writes nothing more often.

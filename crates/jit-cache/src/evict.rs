@@ -91,7 +91,7 @@ pub(crate) fn move_to_trash(layout: &Layout, path: &Path) -> Result<()> {
     let Some((parent, name)) = open_parent(layout, path)? else {
         return Ok(());
     };
-    rename_to_trash(layout, &parent, name, path)
+    rename_to_trash(layout, &parent, name, path).map(drop)
 }
 
 /// Keeps at most `max` variants under a key, moving the oldest-built aside.
@@ -179,8 +179,18 @@ pub(crate) fn evict_unless_pinned(
     crate::hooks::point("evicting");
     // Readers that opened the directory before this rename and lock it after will see that the
     // path no longer names it, and treat it as a miss.
-    rename_to_trash(layout, &parent, name, dir)?;
+    let moved = rename_to_trash(layout, &parent, name, dir)?;
     if layout.protocol == Protocol::Shared {
+        // A reader on another host refreshes the stamp before it checks the path. One that did
+        // so between our look and the rename has checked the path already and holds this entry:
+        // put it back (unless a new entry took the name meanwhile; the reader's path then names
+        // that one, of the same variant).
+        if let Some((from, to)) = &moved {
+            if !crate::hooks::evict_with_one_look() && crate::liveness::used_recently(&held) {
+                let _ = durable_fs::rename_noreplace(to, from);
+                return Ok(Evicted::Pinned);
+            }
+        }
         // A waiter must not wait for this entry any more (`liveness::await_noted_entry`).
         let key = dir
             .parent()
@@ -234,7 +244,14 @@ fn open_parent<'p>(layout: &Layout, path: &'p Path) -> Result<Option<(OwnedFd, &
 }
 
 /// Renames `name` in `parent` to a fresh name in `trash/`, both named through descriptors.
-fn rename_to_trash(layout: &Layout, parent: &OwnedFd, name: &OsStr, shown: &Path) -> Result<()> {
+/// Moves the entry `name` of `parent` into the trash under a fresh temp name; returns where from
+/// and to (as paths through the descriptors), None when it was already gone.
+fn rename_to_trash(
+    layout: &Layout,
+    parent: &OwnedFd,
+    name: &OsStr,
+    shown: &Path,
+) -> Result<Option<(PathBuf, PathBuf)>> {
     // Every move into the trash goes through here, so the crash harness sees each eviction.
     crate::hooks::trashing(shown);
     let from = layout
@@ -244,8 +261,8 @@ fn rename_to_trash(layout: &Layout, parent: &OwnedFd, name: &OsStr, shown: &Path
         .pinned(Subdir::Trash)
         .join(durable_fs::temp_name("trash"));
     match durable_fs::atomic_rename(&from, &to) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(()) => Ok(Some((from, to))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

@@ -17,8 +17,10 @@
 //! - `JIT_CACHE_INJECT_BUG=<name>`: breaks the protocol on purpose, so the harness can show it
 //!   catches the break: `in-place` (compile straight into the final entry directory),
 //!   `meta-first` (publish the entry with `meta.json` before its artifact is written),
-//!   `skip-lock` (build without the key lock, still logging the acquire and release) and
-//!   `delete-lock-file` (unlink the lock file when releasing it).
+//!   `skip-lock` (build without the key lock, still logging the acquire and release),
+//!   `delete-lock-file` (unlink the lock file when releasing it), and for the multi-host and
+//!   remote tests `sweep-2s`, `pin-flock-only`, `loser-asserts`, `evict-one-look` and
+//!   `remote-corrupt-upload` (each described at its hook in `hooks.rs`).
 
 use crate::error::Result;
 use durable_fs::{LockGuard, LockMode, Wait};

@@ -160,3 +160,13 @@ pub(crate) fn uploaded_blob(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     }
     std::borrow::Cow::Borrowed(bytes)
 }
+
+/// The injected bug `evict-one-look` (a negative control of the multi-host tests): an eviction
+/// that does not look at the stamp again after moving the entry aside, so a hit on another host
+/// between its first look and its move loses its path.
+pub(crate) fn evict_with_one_look() -> bool {
+    #[cfg(feature = "failpoints")]
+    return crate::failpoints::bug("evict-one-look");
+    #[cfg(not(feature = "failpoints"))]
+    false
+}

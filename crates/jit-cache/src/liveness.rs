@@ -348,7 +348,26 @@ pub(crate) fn used_recently(entry: &OwnedFd) -> bool {
         if name.to_bytes().starts_with(b".") {
             continue;
         }
-        if let Ok(stat) = rustix::fs::statat(entry, name, AtFlags::SYMLINK_NOFOLLOW) {
+        // Opened, then `fstat`: an NFS client revalidates a file's attributes at open
+        // (close-to-open), where a `stat` may answer from its attribute cache for up to
+        // `actimeo`, hiding another host's fresh stamp (eviction looks twice, see `evict.rs`).
+        // Only regular files are opened (a planted device node or FIFO never is). Some
+        // filesystems leave the type out of the listing: then it is asked for.
+        let kind = match item.file_type() {
+            FileType::Unknown => rustix::fs::statat(entry, name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
+            kind => kind,
+        };
+        if kind != FileType::RegularFile {
+            continue;
+        }
+        let opened = rustix::fs::openat(
+            entry,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        if let Ok(stat) = opened.and_then(|fd| rustix::fs::fstat(&fd)) {
             let stamp = stat.st_atime.max(stat.st_mtime);
             newest = Some(newest.map_or(stamp, |n: i64| n.max(stamp)));
         }

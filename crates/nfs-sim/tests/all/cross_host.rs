@@ -132,6 +132,93 @@ fn negative_control_pins_by_directory_flock_only_let_another_host_evict_a_held_e
     assert_eq!(held["held_ok"], false, "host 0's path dangles: {held}");
 }
 
+/// Host 0 built a kernel long ago (its stamp aged past the grace). Host 1's `clear` looks at the
+/// stamp and stops just before it moves the entry aside (failpoint `evicting:pause`); host 0 then
+/// hits the entry and holds it; host 1 goes on (with `bug` injected there). Returns host 1's
+/// clear report and host 0's answer. actimeo 0: the second look opens each file, which on a real
+/// NFS client revalidates its attributes (close-to-open), but nfs-sim's attribute cache is the
+/// kernel's FUSE cache, which an open does not refresh.
+fn hit_between_an_evictions_look_and_its_move(
+    bug: Option<&str>,
+) -> Option<(serde_json::Value, serde_json::Value)> {
+    let c = cluster(2, Duration::ZERO, Locks::Shared)?;
+    let bench = Bench::new();
+    let root_s = c.root().join("cache").to_str().expect("utf-8").to_string();
+    let nvcc = bench.nvcc.to_str().expect("utf-8").to_string();
+    let built = answer(host_op(
+        &c,
+        0,
+        &bench,
+        &[],
+        &["build", &root_s, &nvcc, "late"],
+    ));
+    let entry = PathBuf::from(built["path"].as_str().expect("a path"))
+        .parent()
+        .expect("entry dir")
+        .to_path_buf();
+    c.on(0, move || age_children(&entry, 3600));
+    let mut env = vec![("JIT_CACHE_FAILPOINT", "evicting:pause")];
+    if let Some(bug) = bug {
+        env.push(("JIT_CACHE_INJECT_BUG", bug));
+    }
+    let clear = host_op(&c, 1, &bench, &env, &["clear", &root_s]);
+    let pid = clear.id();
+    wait_until("host 1's clear to stop before its move", LONG, || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+        })
+    });
+    let (ready, release) = (bench.path("ready"), bench.path("release"));
+    let holder = host_op(
+        &c,
+        0,
+        &bench,
+        &[],
+        &[
+            "build",
+            &root_s,
+            &nvcc,
+            "late",
+            "--hold",
+            ready.to_str().expect("utf-8"),
+            release.to_str().expect("utf-8"),
+        ],
+    );
+    wait_until("host 0 to hold its artifact", LONG, || ready.exists());
+    let stopped = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+    rustix::process::kill_process(stopped, rustix::process::Signal::CONT).expect("continue");
+    let cleared = answer(clear);
+    std::fs::write(&release, b"").expect("release the holder");
+    Some((cleared, answer(holder)))
+}
+
+#[test]
+fn a_hit_between_an_evictions_look_and_its_move_keeps_its_path() {
+    let Some((cleared, held)) = hit_between_an_evictions_look_and_its_move(None) else {
+        return;
+    };
+    assert_eq!(held["outcome"], "hit", "{held}");
+    assert_eq!(
+        cleared["evicted"], 0,
+        "the second look saw the hit and put the entry back: {cleared}"
+    );
+    assert_eq!(
+        held["held_ok"], true,
+        "Artifact::path() still reads the bytes on host 0: {held}"
+    );
+}
+
+#[test]
+fn negative_control_an_eviction_with_one_look_takes_an_entry_hit_meanwhile() {
+    let Some((cleared, held)) = hit_between_an_evictions_look_and_its_move(Some("evict-one-look"))
+    else {
+        return;
+    };
+    assert_eq!(cleared["evicted"], 1, "{cleared}");
+    assert_eq!(held["held_ok"], false, "host 0's path dangles: {held}");
+}
+
 /// `local` locks and a long actimeo: host 1 looks the kernel up (priming a negative entry for
 /// its variant directory) and compiles behind a gate; host 0 builds and publishes the same key
 /// meanwhile (its key lock is invisible to host 1); then host 1 finishes with `bug` injected.
