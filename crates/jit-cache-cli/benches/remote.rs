@@ -4,7 +4,8 @@
 //! 1. Fleet warm-up: 4 hosts (own cache roots and checkouts), same order, 6 heavy kernels (a
 //!    generated kernel of ~750 headers and a ~500 KB cubin), a process per kernel: compiles
 //!    (counted by a wrapper around nvcc) and wall, jit-cache `--remote` against
-//!    `ccache nvcc` with `remote_storage` on Redis.
+//!    `ccache nvcc` with `remote_storage` on Redis. Then the same with two jobs per host, as a
+//!    build system runs them: ccache's processes two at a time, one `jit-cache build -j 2`.
 //! 2. A remote hit of one heavy kernel through the library: local miss, fetch, verify, publish.
 //! 3. A remote that does not answer (a stopped server): the extra time of a `jit-cache build`
 //!    process of three kernels, and the remote errors it counted.
@@ -212,6 +213,47 @@ fn warm_fleet(
     start.elapsed().as_secs_f64()
 }
 
+/// The command one host runs for one source.
+type HostCommand<'a> = &'a (dyn Fn(usize, &Path) -> Command + Sync);
+/// The command one host runs for all its sources at once.
+type BatchCommand<'a> = &'a (dyn Fn(usize, &[PathBuf]) -> Command + Sync);
+
+/// 4 hosts in parallel, each building its kernels as a build system would with two jobs: for
+/// ccache, its processes two at a time in the hosts' common order; for jit-cache, one
+/// `jit-cache build` of them all (a batch, two at a time, that puts off a kernel another host
+/// holds the lease of).
+fn warm_fleet_two_jobs(
+    ccache_cmd: Option<HostCommand<'_>>,
+    batch_cmd: Option<BatchCommand<'_>>,
+    sources: &[Vec<PathBuf>],
+) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for (h, host_sources) in sources.iter().enumerate() {
+            if let Some(batch_cmd) = batch_cmd {
+                s.spawn(move || run_ok(&mut batch_cmd(h, host_sources)));
+            }
+            if let Some(ccache_cmd) = ccache_cmd {
+                let next = std::sync::atomic::AtomicUsize::new(0);
+                s.spawn(move || {
+                    std::thread::scope(|jobs| {
+                        for _ in 0..2 {
+                            jobs.spawn(|| loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                let Some(source) = host_sources.get(i) else {
+                                    break;
+                                };
+                                run_ok(&mut ccache_cmd(h, source));
+                            });
+                        }
+                    });
+                });
+            }
+        }
+    });
+    start.elapsed().as_secs_f64()
+}
+
 fn fleet(dir: &Path, nvcc: &Path) {
     let work = dir.join("fleet");
     let sources: Vec<Vec<PathBuf>> = (0..HOSTS)
@@ -253,6 +295,46 @@ fn fleet(dir: &Path, nvcc: &Path) {
     let our_wall = warm_fleet(&our_cmd, &sources);
     let our_compiles = count_compiles(&our_log);
 
+    drop(ours_redis);
+
+    // The same fleet with two jobs per host (fresh roots, servers and checkouts' outputs).
+    let work2 = dir.join("fleet-two-jobs");
+    let sources2: Vec<Vec<PathBuf>> = (0..HOSTS)
+        .map(|h| checkout(&work2.join(format!("host{h}/checkout"))))
+        .collect();
+    let ccache_redis2 = Server::start(&work2.join("redis-ccache"));
+    let (ccache_nvcc2, ccache_log2) = counting_nvcc(&work2.join("ccache-wrapper"), nvcc);
+    let remote2 = format!("redis+unix:{}", ccache_redis2.socket.display());
+    let ccache_cmd2 = |h: usize, source: &Path| {
+        let checkout = source.parent().expect("checkout dir").to_path_buf();
+        let mut cmd = Command::new("ccache");
+        cmd.arg(&ccache_nvcc2)
+            .args(["-Iinclude", "-arch=sm_90", "-c", "-cubin"])
+            .arg(source.file_name().expect("name"))
+            .arg("-o")
+            .arg(source.with_extension("ccache.cubin"))
+            .current_dir(checkout)
+            .env("CCACHE_DIR", work2.join(format!("host{h}/ccache")))
+            .env("CCACHE_REMOTE_STORAGE", &remote2)
+            .env("CCACHE_BASEDIR", work2.join(format!("host{h}")));
+        cmd
+    };
+    let ccache_wall2 = warm_fleet_two_jobs(Some(&ccache_cmd2), None, &sources2);
+    let ccache_compiles2 = count_compiles(&ccache_log2);
+    drop(ccache_redis2);
+    let ours_redis2 = Server::start(&work2.join("redis-ours"));
+    let (our_nvcc2, our_log2) = counting_nvcc(&work2.join("our-wrapper"), nvcc);
+    let url2 = ours_redis2.url();
+    let batch_cmd = |h: usize, host_sources: &[PathBuf]| {
+        let mut cmd = jit_cache_cmd(&work2.join(format!("host{h}/jit-cache")), &our_nvcc2);
+        cmd.args(["--remote", &url2, "build", "-j", "2", "-I"])
+            .arg(host_sources[0].parent().expect("checkout").join("include"))
+            .args(host_sources);
+        cmd
+    };
+    let our_wall2 = warm_fleet_two_jobs(None, Some(&batch_cmd), &sources2);
+    let our_compiles2 = count_compiles(&our_log2);
+
     println!("\n1. fleet warm-up: {HOSTS} hosts, same order, {KERNELS} heavy kernels, a process per kernel");
     println!(
         "   {:<36} {:>4} compiles {:>8.1}s   ({} preprocessor runs besides)",
@@ -269,6 +351,20 @@ fn fleet(dir: &Path, nvcc: &Path) {
         "   {:<36} {:>13.2}x   (goal: {KERNELS} compiles, wall <= 0.4x)",
         "wall, jit-cache / ccache",
         our_wall / ccache_wall
+    );
+    println!("   with two jobs per host (ccache: its processes two at a time; jit-cache: one `build -j 2` of all six)");
+    println!(
+        "   {:<36} {:>4} compiles {:>8.1}s",
+        "ccache + Redis", ccache_compiles2, ccache_wall2
+    );
+    println!(
+        "   {:<36} {:>4} compiles {:>8.1}s",
+        "jit-cache --remote (Redis)", our_compiles2, our_wall2
+    );
+    println!(
+        "   {:<36} {:>13.2}x   (goal: {KERNELS} compiles, wall <= 0.4x)",
+        "wall, jit-cache / ccache",
+        our_wall2 / ccache_wall2
     );
 }
 

@@ -494,6 +494,13 @@ impl RemoteTier for RedisTier {
         Ok(set.is_some())
     }
 
+    fn lease_held(&self, key: &str) -> Result<bool, TierError> {
+        let name = self.name('l', key);
+        self.run("look at lease", &name, |con| {
+            redis::cmd("EXISTS").arg(&name).query(con)
+        })
+    }
+
     fn renew_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, TierError> {
         let name = self.name('l', key);
         let renewed: i64 = self.run("renew lease", &name, |con| {

@@ -315,8 +315,9 @@ impl Cache {
         }
     }
 
-    /// Whether another builder holds the lock of `spec`'s key right now: a batch builds other
-    /// kernels first instead of queueing behind it. Only a scheduling hint (it may change at once).
+    /// Whether another builder holds the lock of `spec`'s key right now, or another host its
+    /// fleet lease: a batch builds other kernels first instead of queueing behind it. Only a
+    /// scheduling hint (it may change at once).
     pub(crate) fn key_is_being_built(&self, request: &Request) -> bool {
         let Ok(layout) = &self.layout else {
             return false;
@@ -327,7 +328,14 @@ impl Cache {
         if self.memos.has_entry(&prepared.key) {
             return false;
         }
-        matches!(layout.try_lock_key(&prepared.key), Ok(None))
+        if matches!(layout.try_lock_key(&prepared.key), Ok(None)) {
+            return true;
+        }
+        // Another host compiling it under the fleet's lease counts too, unless the key has a
+        // local entry already (a hit needs nobody).
+        self.options.remote.is_some()
+            && std::fs::symlink_metadata(layout.key_dir(&prepared.key)).is_err()
+            && crate::remote::leased_elsewhere(self, layout, &prepared.key)
     }
 
     /// Forgets a recorded compile failure for `spec` and asks again.

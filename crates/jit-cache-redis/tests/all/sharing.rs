@@ -111,6 +111,35 @@ fn a_kernel_fetched_into_a_team_root_gets_the_team_file_modes_as_a_built_one() {
 }
 
 #[test]
+fn a_batch_builds_other_kernels_first_while_another_host_holds_a_lease() {
+    use jit_cache::RemoteTier;
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let b = host(
+        &dir.path().join("b"),
+        Some(remote(&server.url(), RemoteMode::ReadWrite)),
+    );
+    // "Host a" holds kernel 5's lease for 2 s (then it expires, as a dead holder's does).
+    let key = b.explain(&kernel(5)).expect("explain").key;
+    let tier = jit_cache_redis::RedisTier::open(&server.url(), Default::default()).expect("tier");
+    assert!(
+        tier.acquire_lease(&key, "host-a", std::time::Duration::from_secs(2))
+            .expect("acquire"),
+        "setup: host a holds the lease"
+    );
+    let order = std::sync::Mutex::new(Vec::new());
+    let results = b.build_many(&[kernel(5), kernel(6)], Some(1), &|p| {
+        order.lock().expect("order").push(p.spec.name.clone());
+    });
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    assert_eq!(
+        *order.lock().expect("order"),
+        ["k6", "k5"],
+        "kernel 6 first, kernel 5 once host a's lease is gone"
+    );
+}
+
+#[test]
 fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
     let server = Server::start();
     let dir = tempfile::tempdir().expect("temp dir");

@@ -97,6 +97,26 @@ pub(crate) fn before_compile(
     }
 }
 
+/// Whether another host holds the fleet's lease of `key` (so a batch puts the kernel off). A
+/// fault is counted and turns the remote off, as everywhere, and answers no.
+pub(crate) fn leased_elsewhere(cache: &Cache, layout: &Layout, key: &Digest) -> bool {
+    let Some(remote) = cache
+        .options
+        .remote
+        .as_ref()
+        .filter(|r| r.readable() && r.writable())
+    else {
+        return false;
+    };
+    match remote.tier.lease_held(&key.to_hex()) {
+        Ok(held) => held,
+        Err(e) => {
+            fault(remote, layout, &e);
+            false
+        }
+    }
+}
+
 /// The first remote variant whose inputs match this host's files, fetched, verified and
 /// published locally, with its size.
 fn fetch(

@@ -37,7 +37,7 @@
 mod flow;
 mod manifest;
 
-pub(crate) use flow::{before_compile, share_build, share_failure, Before};
+pub(crate) use flow::{before_compile, leased_elsewhere, share_build, share_failure, Before};
 
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -80,6 +80,14 @@ pub trait RemoteTier: Send + Sync + std::fmt::Debug {
     fn renew_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, TierError>;
     /// Releases the lease if `token` still holds it (compare-and-delete).
     fn release_lease(&self, key: &str, token: &str) -> Result<(), TierError>;
+    /// Whether some host holds the lease of `key` now: a batch puts such a kernel off and
+    /// builds the others first, so that hosts asking for the same kernels in the same order
+    /// spread over them instead of queueing in step. The default says no (a tier without the
+    /// query only loses that spreading).
+    fn lease_held(&self, key: &str) -> Result<bool, TierError> {
+        let _ = key;
+        Ok(false)
+    }
     /// A round trip that proves the tier answers.
     fn health(&self) -> Result<(), TierError>;
 }
