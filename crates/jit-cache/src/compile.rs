@@ -10,7 +10,7 @@
 use crate::cache::{Answer, Outcome};
 use crate::entry::{self, Artifact};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
-use crate::inputs::{coarse_now, Instant};
+use crate::inputs::{compile_start, Instant};
 use crate::request::Request;
 use crate::spec::Source;
 use crate::toolchain::Toolchain;
@@ -90,7 +90,7 @@ pub(crate) fn compile(
     if let Some(timeout) = spec.timeout {
         job = job.timeout(timeout);
     }
-    let started = coarse_now();
+    let started = compile_start();
     let clock = std::time::Instant::now();
     let result = toolchain.nvcc.compile(&job);
     let compile_ms = clock.elapsed().as_millis() as u64;

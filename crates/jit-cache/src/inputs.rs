@@ -39,13 +39,31 @@ pub(crate) type Instant = (i64, i64);
 
 /// Now, on the clock file timestamps use: a file changed after this call has a ctime at or after
 /// the value returned (it may share the tick of a change made just before).
+fn coarse_now() -> Instant {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    (ts.tv_sec, ts.tv_nsec)
+}
+
+/// The start of a compile: the first tick of the coarse clock after this call, waited for (one
+/// tick at most, 1 to 10 ms by the kernel's HZ). A file changed after the return has a ctime at
+/// or after the value, and one changed before the call an earlier ctime: a source or header
+/// written just before the compile (a JIT library writes its kernel, then builds it) is not
+/// taken for an edit during it, which cost a second compile and an uncached answer. A change
+/// during the wait comes before the compiler reads anything: the content checks see it.
 ///
 /// On a network filesystem timestamps come from the server's clock: a skewed server can make a
 /// change look older than it is (missed here) or newer (one more compile, then an uncached
 /// answer). The content checks around it still hold.
-pub(crate) fn coarse_now() -> Instant {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-    (ts.tv_sec, ts.tv_nsec)
+pub(crate) fn compile_start() -> Instant {
+    let now = coarse_now();
+    loop {
+        let tick = coarse_now();
+        if tick > now {
+            return tick;
+        }
+        // Waiting for the clock to move, not for another thread or process.
+        std::thread::sleep(std::time::Duration::from_micros(250));
+    }
 }
 
 /// Whether `path` was changed at or after `since` (or cannot be looked at any more).
@@ -480,5 +498,29 @@ fn rel_below(rel: &Path, dir: &Path) -> PathBuf {
     match r.strip_prefix(d).and_then(|rest| rest.strip_prefix(b"/")) {
         Some(rest) => PathBuf::from(OsStr::from_bytes(rest)),
         None => rel.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_written_just_before_a_compile_starts_has_not_moved_and_one_written_after_has() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let source = dir.path().join("k.cu");
+        // Written and compiled at once, as a JIT library does: almost always within one tick
+        // of the coarse clock, where a start taken as "now" saw the write as an edit.
+        std::fs::write(&source, b"__global__ void k() {}\n").expect("write");
+        let started = compile_start();
+        assert!(
+            !changed_since(&source, started),
+            "a file written before the compile started is no edit during it"
+        );
+        std::fs::write(&source, b"__global__ void k2() {}\n").expect("edit");
+        assert!(
+            changed_since(&source, started),
+            "an edit after the start is seen"
+        );
     }
 }
