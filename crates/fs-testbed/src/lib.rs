@@ -18,6 +18,8 @@
 //! prints. Under `cargo xtask test` (`FS_TESTBED_REQUIRE=1`) a skip is a failure instead.
 #![deny(missing_docs)]
 
+pub mod namespace;
+
 use std::ffi::CString;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
@@ -163,33 +165,8 @@ pub fn with_fs<R: Send>(kind: FsKind, f: impl FnOnce(&Path) -> R + Send) -> Resu
 
 /// Moves the calling thread into a new mount namespace whose mounts are all private.
 fn enter_private_mount_namespace() -> Result<(), String> {
-    // SAFETY: unshare only changes this thread's namespaces; CLONE_NEWNS implies CLONE_FS, which
-    // the kernel allows per thread, so other threads keep the machine's namespace.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-        return Err(format!(
-            "unshare(CLONE_NEWNS): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let root = c"/";
-    // SAFETY: all pointers are valid NUL-terminated strings or null, as mount(2) allows for a
-    // propagation change.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "make / private: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    namespace::enter_private_mount_namespace()
+        .map_err(|e| format!("enter a private mount namespace (unshare, make / private): {e}"))
 }
 
 fn mount_kind(kind: FsKind, image: &Path, mountpoint: &Path) -> Result<(), String> {

@@ -12,9 +12,9 @@ use std::time::Duration;
 use fuser::{BackgroundSession, Config, MountOption, Session};
 
 use crate::fs::HostFs;
-use crate::ns;
 use crate::store::Store;
 use crate::Locks;
+use fs_testbed::namespace as ns;
 
 /// How to set up the simulated hosts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

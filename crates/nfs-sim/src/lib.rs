@@ -32,7 +32,6 @@
 
 mod cluster;
 mod fs;
-mod ns;
 mod store;
 
 pub use cluster::{host_id_of, Cluster, Options, Skipped};

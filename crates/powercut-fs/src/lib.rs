@@ -62,7 +62,6 @@ mod jit_builds;
 mod ledger;
 mod model;
 mod mount;
-mod namespace;
 mod random_cuts;
 mod rng;
 

@@ -11,7 +11,7 @@ use crate::control::{Counters, CutReport, Faults, RenameFlags, Shared};
 use crate::daemon::Daemon;
 use crate::error::Error;
 use crate::model::CutMode;
-use crate::namespace;
+use fs_testbed::namespace;
 
 /// How to set up the filesystem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

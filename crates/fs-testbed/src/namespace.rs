@@ -1,8 +1,8 @@
-//! Private mount namespaces and the raw mount calls the harness needs.
-//!
-//! The same idea as `fs-testbed`: the mounting thread calls `unshare(CLONE_NEWNS)` and marks
-//! every mount private, so the FUSE mount is seen by that thread and the processes it spawns,
-//! never by the machine, and it goes away with the thread even after a panic or SIGKILL.
+//! Private mount namespaces and the raw mount calls the test filesystems need (this crate's loop
+//! mounts, `powercut-fs` and `nfs-sim`'s FUSE mounts): the mounting thread calls
+//! `unshare(CLONE_NEWNS)` and marks every mount private, so a mount is seen by that thread and
+//! the processes it spawns, never by the machine, and it goes away with the thread even after a
+//! panic or SIGKILL.
 
 use std::ffi::CString;
 use std::io;
@@ -15,7 +15,7 @@ fn cstring(path: &Path) -> io::Result<CString> {
 }
 
 /// Moves the calling thread into a new mount namespace whose mounts are all private.
-pub(crate) fn enter_private_mount_namespace() -> io::Result<()> {
+pub fn enter_private_mount_namespace() -> io::Result<()> {
     // SAFETY: unshare only changes this thread's namespaces; CLONE_NEWNS implies CLONE_FS, which
     // the kernel allows per thread, so other threads keep the machine's namespace.
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
@@ -39,7 +39,7 @@ pub(crate) fn enter_private_mount_namespace() -> io::Result<()> {
 }
 
 /// `umount2(path, flags)`.
-pub(crate) fn umount(path: &Path, flags: i32) -> io::Result<()> {
+pub fn umount(path: &Path, flags: i32) -> io::Result<()> {
     let path = cstring(path)?;
     // SAFETY: `path` is a valid NUL-terminated string for the duration of the call.
     if unsafe { libc::umount2(path.as_ptr(), flags) } != 0 {
@@ -50,7 +50,7 @@ pub(crate) fn umount(path: &Path, flags: i32) -> io::Result<()> {
 
 /// The FUSE connection number of the filesystem mounted at `path` (its kernel `dev_t`), the name
 /// of its directory under `/sys/fs/fuse/connections`.
-pub(crate) fn fuse_connection(path: &Path) -> io::Result<u64> {
+pub fn fuse_connection(path: &Path) -> io::Result<u64> {
     let dev = std::fs::metadata(path)?;
     let dev = std::os::unix::fs::MetadataExt::dev(&dev);
     let (major, minor) = (libc::major(dev), libc::minor(dev));
@@ -60,7 +60,7 @@ pub(crate) fn fuse_connection(path: &Path) -> io::Result<u64> {
 /// Aborts a FUSE connection through fusectl, mounting fusectl in this (private) namespace if it
 /// is not there yet: open files on a lazily detached mount then fail with ENOTCONN and the
 /// daemon's request loop ends.
-pub(crate) fn abort_fuse_connection(connection: u64) -> io::Result<()> {
+pub fn abort_fuse_connection(connection: u64) -> io::Result<()> {
     let dir = Path::new("/sys/fs/fuse/connections");
     let abort = dir.join(connection.to_string()).join("abort");
     if !abort.exists() {
