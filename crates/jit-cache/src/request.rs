@@ -198,52 +198,13 @@ fn path_list(value: Option<std::ffi::OsString>, working_dir: &Path) -> Vec<PathB
         .collect()
 }
 
-/// nvcc options that take a value in the next argument (or after `=`), so that a value is never
-/// read as an option. Options not listed take no value or are joined (`-Xptxas=-v`).
-const NVCC_VALUE_OPTIONS: &[&str] = &[
-    "-Xptxas",
-    "--ptxas-options",
-    "-Xnvlink",
-    "--nvlink-options",
-    "-Xcudafe",
-    "-Xarchive",
-    "--archive-options",
-    "-Xlinker",
-    "--linker-options",
-    "-maxrregcount",
-    "--maxrregcount",
-    "-std",
-    "--std",
-    "-arch",
-    "--gpu-architecture",
-    "-code",
-    "--gpu-code",
-    "-gencode",
-    "--generate-code",
-    "-rdc",
-    "--relocatable-device-code",
-    "-D",
-    "--define-macro",
-    "-U",
-    "--undefine-macro",
-    "-t",
-    "--threads",
-    "-split-compile",
-    "--split-compile",
-    "-ftz",
-    "-prec-div",
-    "-prec-sqrt",
-    "-fmad",
-    "--default-stream",
-    "-default-stream",
-    "-Wno-deprecated-gpu-targets",
-    "-diag-suppress",
-    "--diag-suppress",
-    "-diag-warn",
-    "--diag-warn",
-    "-diag-error",
-    "--diag-error",
-];
+/// Whether `arg`, spelled alone, is an nvcc option whose value is the next argument: nvcc's own
+/// table (`nvcc::options`, which the launcher parses by too), plus `-Xcudafe`, which nvcc
+/// accepts without documenting it. A value is then never read as an option, and an option that
+/// takes none never swallows the search flag after it.
+fn takes_next_value(arg: &str) -> bool {
+    arg == "-Xcudafe" || nvcc::options::find(arg).is_some_and(|o| o.value)
+}
 
 /// Options refused because they fight the cache's own use of the compiler.
 const REFUSED: &[(&str, &str)] = &[
@@ -438,7 +399,7 @@ fn parse(
         }
         out.push(arg.to_string());
         key_flags.push(arg.to_string());
-        let takes_value = NVCC_VALUE_OPTIONS.contains(&arg);
+        let takes_value = takes_next_value(arg);
         if takes_value {
             if let Some(value) = next() {
                 out.push(value.to_string());
@@ -611,6 +572,21 @@ mod tests {
         let err = resolve(&[], &[("NVCC_APPEND_FLAGS", "-Xcompiler -nostdinc")])
             .expect_err("refused in the environment too");
         assert!(err.to_string().contains("NVCC_APPEND_FLAGS"), "{err}");
+    }
+
+    #[test]
+    fn an_option_without_a_value_never_swallows_the_next_search_flag() {
+        // `-Wno-deprecated-gpu-targets` takes no value: the `-I` after it is a search flag (read
+        // as its value, `x` stayed out of the search path, and a header added there first was
+        // never seen).
+        let r = resolve(&["-Wno-deprecated-gpu-targets", "-I", "x"], &[]).expect("resolves");
+        assert_eq!(r.search.include, paths(&["/w/inc", "/w/x"]));
+        let r = resolve(&["-ftz", "true", "-I", "y"], &[]).expect("resolves");
+        assert_eq!(
+            r.search.include,
+            paths(&["/w/inc", "/w/y"]),
+            "an option's separate value is still taken as its value"
+        );
     }
 
     #[test]

@@ -70,6 +70,7 @@ mod error;
 mod identity;
 mod job;
 mod locate;
+pub mod options;
 mod runner;
 mod toolchain;
 
