@@ -122,36 +122,26 @@ pub(crate) fn write_deferred(deferred: bool, path: &Path, bytes: &[u8]) -> Resul
 /// loser that insists on seeing the winner's entry, as DeepEP's did, instead of answering with
 /// its own output.
 pub(crate) fn loser_asserts() -> bool {
-    #[cfg(feature = "failpoints")]
-    return crate::failpoints::bug("loser-asserts");
-    #[cfg(not(feature = "failpoints"))]
-    false
+    injected("loser-asserts")
 }
 
 /// The injected bug `sweep-2s` (a negative control of the multi-host tests): the sweep rule from
 /// before multi-host support, 2 s and an unheld `flock`, applied to every host's leftovers.
 pub(crate) fn sweep_two_seconds() -> bool {
-    #[cfg(feature = "failpoints")]
-    return crate::failpoints::bug("sweep-2s");
-    #[cfg(not(feature = "failpoints"))]
-    false
+    injected("sweep-2s")
 }
 
 /// The injected bug `pin-flock-only` (a negative control of the multi-host tests): pins by
 /// directory `flock` alone, so eviction ignores the last-use stamp other hosts refresh.
 pub(crate) fn pin_flock_only() -> bool {
-    #[cfg(feature = "failpoints")]
-    return crate::failpoints::bug("pin-flock-only");
-    #[cfg(not(feature = "failpoints"))]
-    false
+    injected("pin-flock-only")
 }
 
 /// The bytes a build uploads as its blob. The injected bug `remote-corrupt-upload` (a negative
 /// control of the remote crash test) flips the last byte, so that the blob no longer hashes to
 /// its name: the audit must find it and every reader must refuse it.
 pub(crate) fn uploaded_blob(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    #[cfg(feature = "failpoints")]
-    if crate::failpoints::bug("remote-corrupt-upload") {
+    if injected("remote-corrupt-upload") {
         let mut bad = bytes.to_vec();
         if let Some(last) = bad.last_mut() {
             *last ^= 0xff;
@@ -165,8 +155,17 @@ pub(crate) fn uploaded_blob(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 /// that does not look at the stamp again after moving the entry aside, so a hit on another host
 /// between its first look and its move loses its path.
 pub(crate) fn evict_with_one_look() -> bool {
+    injected("evict-one-look")
+}
+
+/// Whether this process runs with the injected bug `name` (never, without the feature).
+#[inline]
+fn injected(name: &str) -> bool {
     #[cfg(feature = "failpoints")]
-    return crate::failpoints::bug("evict-one-look");
+    return crate::failpoints::bug(name);
     #[cfg(not(feature = "failpoints"))]
-    false
+    {
+        let _ = name;
+        false
+    }
 }
