@@ -196,6 +196,8 @@ pub(crate) struct OpenEntry {
     pub(crate) meta: Meta,
     dir: PathBuf,
     fd: OwnedFd,
+    /// Whether the last-use stamp was refreshed at open (shared protocol) rather than at load.
+    stamped: bool,
 }
 
 /// Opens the entry at `dir`, pins it, and reads and checks its `meta.json` against the key and
@@ -215,14 +217,17 @@ pub(crate) fn open_entry(
         // meta.json in before the one rename that makes an entry visible).
         Err(e) => Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
     };
-    // The last-use stamp is refreshed before the path is checked. Under the shared protocol it
-    // is the pin other hosts see, and an eviction there checks it, moves the entry aside, then
-    // checks it again and puts the entry back if it moved (`evict.rs`): a stamp refreshed here
-    // before our check is seen by that second look, and a move before our check fails it.
-    if let Ok(meta) = &meta {
-        if is_plain_name(&meta.artifact_file) {
-            touch_last_use(&fd, &meta.artifact_file);
-        }
+    // Under the shared protocol the last-use stamp is the pin other hosts see, so it is
+    // refreshed before the path is checked: an eviction there checks it, moves the entry aside,
+    // then checks it again and puts the entry back if it moved (`evict.rs`), so a stamp refreshed
+    // here before our check is seen by that second look, and a move before our check fails it.
+    // Elsewhere it only orders eviction, and is refreshed once the artifact proved whole.
+    let stamped = crate::fstype::any_shared_device()
+        && meta
+            .as_ref()
+            .is_ok_and(|meta| is_plain_name(&meta.artifact_file));
+    if let (true, Ok(meta)) = (stamped, &meta) {
+        touch_last_use(&fd, &meta.artifact_file);
     }
     // Eviction renames an entry aside under an exclusive lock; if that happened between our open
     // and our lock, the path now names something else (or nothing): a miss, whatever was read.
@@ -242,6 +247,7 @@ pub(crate) fn open_entry(
         meta,
         dir: dir.to_path_buf(),
         fd,
+        stamped,
     })
 }
 
@@ -271,6 +277,9 @@ impl OpenEntry {
             return Err(Unusable::Corrupt(
                 "artifact content does not match its digest".into(),
             ));
+        }
+        if !self.stamped {
+            touch_last_use(&self.fd, &expected_file);
         }
         let path = self.dir.join(&expected_file);
         let artifact = Artifact {

@@ -209,3 +209,34 @@ fn an_env_var_changed_inside_the_process_rebuilds_with_the_same_handle() {
         other => panic!("a changed NVCC_APPEND_FLAGS must rebuild, got {other:?}"),
     }
 }
+
+/// On a local filesystem the last-use stamp only orders eviction: a variant whose headers
+/// changed is looked at on every request of its key, but only a variant that is answered with
+/// gets its stamp refreshed, so the stale one ages out first.
+#[test]
+fn only_the_variant_answered_with_has_its_last_use_refreshed() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (source, include) = write_project(dir.path(), 1);
+    let spec = project_spec(&source, &include);
+    let first = open_cache(dir.path())
+        .get_or_build(&spec)
+        .expect("first build");
+    let old = first.artifact.path().to_path_buf();
+    drop(first);
+    let two_hours_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64
+        - 7200;
+    set_mtime(&old, two_hours_ago);
+    std::fs::write(include.join("tile.cuh"), "#define TILE_VALUE 2.0f\n").expect("edit the header");
+    let rebuilt = open_cache(dir.path()).get_or_build(&spec).expect("rebuild");
+    assert_ne!(rebuilt.artifact.path(), old, "a new variant");
+    let hit = open_cache(dir.path()).get_or_build(&spec).expect("hit");
+    assert_eq!(hit.outcome, Outcome::Hit);
+    assert!(
+        std::fs::metadata(&old).expect("stale variant kept").atime() <= two_hours_ago,
+        "the stale variant's last use was refreshed by requests it did not answer"
+    );
+}
