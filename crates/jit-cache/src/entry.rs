@@ -181,6 +181,22 @@ impl Artifact {
     }
 }
 
+/// Writes `meta.json` into a staging directory, last, plainly: the commit that publishes the
+/// directory fsyncs every file in it before its one rename, so a durable put here would only add
+/// two fsyncs and a rename to every build. Returns its path.
+pub(crate) fn write_meta(staging: &Path, meta: &Meta) -> crate::error::Result<PathBuf> {
+    let path = staging.join(META_FILE);
+    let json = serde_json::to_vec(meta).map_err(|e| {
+        crate::error::Error::io(
+            "serialise meta.json",
+            &path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })?;
+    std::fs::write(&path, json).map_err(|e| crate::error::Error::io("write meta.json", &path, e))?;
+    Ok(path)
+}
+
 /// Why an existing entry cannot be used.
 #[derive(Debug)]
 pub(crate) enum Unusable {

@@ -185,8 +185,7 @@ fn locked_build(
         &prepared.search,
     );
     hooks::point("writing-meta");
-    let meta_path = staging.path().join(entry::META_FILE);
-    write_record(&meta_path, &meta)?;
+    entry::write_meta(staging.path(), &meta)?;
     share_with_team(layout, staging.path())?;
     if hooks::finished_in_place(&output, &meta)? {
         return open_published(

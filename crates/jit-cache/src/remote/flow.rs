@@ -248,18 +248,7 @@ fn publish_fetched(
         compile_ms: remote_variant.compile_ms,
         host: remote_variant.host.clone(),
     };
-    // Written last, plainly: the commit below fsyncs the staging tree before the one rename that
-    // makes it visible, so a durable put here would only add two fsyncs and a rename.
-    let meta_path = staging.path().join(entry::META_FILE);
-    let meta_json = serde_json::to_vec(&meta).map_err(|e| {
-        Error::io(
-            "serialise meta.json",
-            &meta_path,
-            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        )
-    })?;
-    std::fs::write(&meta_path, meta_json)
-        .map_err(|e| Error::io("write meta.json", &meta_path, e))?;
+    entry::write_meta(staging.path(), &meta)?;
     crate::publish::share_with_team(layout, staging.path())?;
     let target = layout.entry_dir(&prepared.key, &variant);
     if let Some(answer) =
