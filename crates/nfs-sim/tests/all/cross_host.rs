@@ -78,30 +78,13 @@ fn holder_against_a_clear(bug: Option<&str>) -> Option<(serde_json::Value, serde
     let bench = Bench::new();
     let root_s = c.root().join("cache").to_str().expect("utf-8").to_string();
     let nvcc = bench.nvcc.to_str().expect("utf-8").to_string();
-    let (ready, release) = (bench.path("ready"), bench.path("release"));
-    let holder = host_op(
-        &c,
-        0,
-        &bench,
-        &[],
-        &[
-            "build",
-            &root_s,
-            &nvcc,
-            "held",
-            "--hold",
-            ready.to_str().expect("utf-8"),
-            release.to_str().expect("utf-8"),
-        ],
-    );
-    wait_until("host 0 to hold its artifact", LONG, || ready.exists());
+    let holder = Holder::start(&c, &bench, &root_s, &nvcc, "held");
     let env: Vec<(&str, &str)> = bug
         .map(|b| ("JIT_CACHE_INJECT_BUG", b))
         .into_iter()
         .collect();
     let cleared = answer(host_op(&c, 1, &bench, &env, &["clear", &root_s]));
-    std::fs::write(&release, b"").expect("release the holder");
-    Some((cleared, answer(holder)))
+    Some((cleared, holder.release()))
 }
 
 #[test]
@@ -169,28 +152,11 @@ fn hit_between_an_evictions_look_and_its_move(
                 .is_some_and(|(_, rest)| rest.starts_with('T'))
         })
     });
-    let (ready, release) = (bench.path("ready"), bench.path("release"));
-    let holder = host_op(
-        &c,
-        0,
-        &bench,
-        &[],
-        &[
-            "build",
-            &root_s,
-            &nvcc,
-            "late",
-            "--hold",
-            ready.to_str().expect("utf-8"),
-            release.to_str().expect("utf-8"),
-        ],
-    );
-    wait_until("host 0 to hold its artifact", LONG, || ready.exists());
+    let holder = Holder::start(&c, &bench, &root_s, &nvcc, "late");
     let stopped = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
     rustix::process::kill_process(stopped, rustix::process::Signal::CONT).expect("continue");
     let cleared = answer(clear);
-    std::fs::write(&release, b"").expect("release the holder");
-    Some((cleared, answer(holder)))
+    Some((cleared, holder.release()))
 }
 
 #[test]

@@ -161,3 +161,44 @@ pub fn age_children(dir: &Path, secs_ago: u64) {
         .expect("set times");
     }
 }
+
+/// A `build --hold` on host 0: it holds the artifact of kernel `name` until released, then
+/// answers whether its path still read the same bytes (`held_ok`).
+pub struct Holder {
+    child: std::process::Child,
+    release: PathBuf,
+}
+
+impl Holder {
+    /// Starts it and waits (bounded) until it holds the artifact.
+    pub fn start(cluster: &Cluster, bench: &Bench, root: &str, nvcc: &str, name: &str) -> Holder {
+        let (ready, release) = (bench.path("ready"), bench.path("release"));
+        let child = host_op(
+            cluster,
+            0,
+            bench,
+            &[],
+            &[
+                "build",
+                root,
+                nvcc,
+                name,
+                "--hold",
+                ready.to_str().expect("utf-8"),
+                release.to_str().expect("utf-8"),
+            ],
+        );
+        wait_until(
+            "host 0 to hold its artifact",
+            Duration::from_secs(60),
+            || ready.exists(),
+        );
+        Holder { child, release }
+    }
+
+    /// Lets it go and returns its answer.
+    pub fn release(self) -> serde_json::Value {
+        std::fs::write(&self.release, b"").expect("release the holder");
+        answer(self.child)
+    }
+}
