@@ -14,9 +14,9 @@
 //! Options: `--runs N` (default 9), `--only fleet|hit|down|local`.
 
 use jit_cache::{Cache, CacheOptions, KernelSpec, Outcome, RemoteMode};
-use std::os::unix::process::CommandExt;
+use jit_cache_redis::test_server::RedisServer;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const KERNELS: usize = 6;
@@ -57,53 +57,20 @@ fn main() {
     }
 }
 
-/// A redis-server of the bench's own.
-struct Server {
-    child: Child,
-    socket: PathBuf,
-}
+/// A redis-server of the bench's own (`jit_cache_redis::test_server`).
+struct Server(RedisServer);
 
 impl Server {
     fn start(dir: &Path) -> Server {
-        std::fs::create_dir_all(dir).expect("mkdir redis dir");
-        let socket = dir.join("redis.sock");
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(&socket)
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("redis-server (cargo xtask setup installs it)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Server { child, socket }
+        Server(RedisServer::start(dir, &[]).unwrap_or_else(|e| panic!("{e}")))
     }
 
     fn url(&self) -> String {
-        format!("redis+unix://{}", self.socket.display())
+        self.0.url()
     }
 
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill -{name}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.signal("CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn socket(&self) -> &Path {
+        self.0.socket()
     }
 }
 
@@ -263,7 +230,7 @@ fn fleet(dir: &Path, nvcc: &Path) {
     // ccache + Redis: each host its own ccache dir, one shared remote storage.
     let ccache_redis = Server::start(&work.join("redis-ccache"));
     let (ccache_nvcc, ccache_log) = counting_nvcc(&work.join("ccache-wrapper"), nvcc);
-    let remote = format!("redis+unix:{}", ccache_redis.socket.display());
+    let remote = format!("redis+unix:{}", ccache_redis.socket().display());
     let ccache_cmd = |h: usize, source: &Path| {
         let checkout = source.parent().expect("checkout dir").to_path_buf();
         let mut cmd = Command::new("ccache");
@@ -304,7 +271,7 @@ fn fleet(dir: &Path, nvcc: &Path) {
         .collect();
     let ccache_redis2 = Server::start(&work2.join("redis-ccache"));
     let (ccache_nvcc2, ccache_log2) = counting_nvcc(&work2.join("ccache-wrapper"), nvcc);
-    let remote2 = format!("redis+unix:{}", ccache_redis2.socket.display());
+    let remote2 = format!("redis+unix:{}", ccache_redis2.socket().display());
     let ccache_cmd2 = |h: usize, source: &Path| {
         let checkout = source.parent().expect("checkout dir").to_path_buf();
         let mut cmd = Command::new("ccache");
@@ -449,7 +416,7 @@ fn time_remote_hits(
 fn remote_down(dir: &Path, nvcc: &Path, runs: usize) {
     let work = dir.join("down");
     let server = Server::start(&work.join("redis"));
-    server.signal("STOP");
+    server.0.signal(rustix::process::Signal::STOP);
     let sources: Vec<PathBuf> = (0..3)
         .map(|n| {
             let path = work.join(format!("small{n}.cu"));

@@ -35,6 +35,9 @@
 //! - Redis Cluster is not supported (the keys of one kernel are not hash-tagged together).
 #![deny(missing_docs)]
 
+#[cfg(feature = "test-server")]
+pub mod test_server;
+
 use jit_cache::{Remote, RemoteMode, RemotePolicy, RemoteTier, TierError, TierErrorKind};
 use std::sync::Mutex;
 use std::time::Duration;

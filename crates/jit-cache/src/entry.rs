@@ -193,7 +193,8 @@ pub(crate) fn write_meta(staging: &Path, meta: &Meta) -> crate::error::Result<Pa
             std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         )
     })?;
-    std::fs::write(&path, json).map_err(|e| crate::error::Error::io("write meta.json", &path, e))?;
+    std::fs::write(&path, json)
+        .map_err(|e| crate::error::Error::io("write meta.json", &path, e))?;
     Ok(path)
 }
 

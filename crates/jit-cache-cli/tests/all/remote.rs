@@ -2,89 +2,31 @@
 //! share one real `redis-server` through `--remote`; `stats` shows the remote counters.
 
 use crate::support::{cli, kernel_text, real_nvcc, CountingCompiler};
-use std::os::unix::process::CommandExt;
+use jit_cache_redis::test_server::RedisServer;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A redis-server of this test's own on a Unix socket, persistence off, killed by its pid.
+/// A redis-server of this test's own (`jit_cache_redis::test_server`) in a temp dir.
 struct Server {
-    child: Child,
-    socket: PathBuf,
+    server: RedisServer,
     _dir: tempfile::TempDir,
 }
 
-fn spawn_redis(dir: &Path, socket: &Path) -> Child {
-    let child = Command::new("redis-server")
-        .args(["--port", "0", "--unixsocket"])
-        .arg(socket)
-        .args(["--save", "", "--appendonly", "no", "--dir"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("redis-server must be installed (`cargo xtask setup` installs it): {e}")
-        });
-    // Ready when it answers (a socket left by a killed server may still be there).
-    let tier = jit_cache_redis::RedisTier::open(
-        &format!("redis+unix://{}", socket.display()),
-        jit_cache_redis::RedisOptions::default(),
-    )
-    .expect("URL");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while jit_cache::RemoteTier::health(&tier).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
 impl Server {
-    fn restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.child = spawn_redis(self._dir.path(), &self.socket);
-    }
-
     fn start() -> Server {
         let dir = tempfile::tempdir().expect("temp dir for redis");
-        let socket = dir.path().join("redis.sock");
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(&socket)
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("redis-server must be installed (`cargo xtask setup` installs it): {e}")
-            });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server {
-            child,
-            socket,
-            _dir: dir,
-        }
+        let server = RedisServer::start(dir.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
+        Server { server, _dir: dir }
+    }
+
+    /// Kills the server with SIGKILL and starts a fresh one on the same socket.
+    fn restart(&mut self) {
+        self.server.restart().unwrap_or_else(|e| panic!("{e}"));
     }
 
     fn url(&self) -> String {
-        format!("redis+unix://{}", self.socket.display())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // redis-server without persistence forks nothing: its pid is the whole server.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.url()
     }
 }
 

@@ -2,17 +2,16 @@
 //! group, killed by pid), the real nvcc, and caches that stand for hosts.
 
 use jit_cache::{Cache, CacheOptions, KernelSpec, Remote, RemoteMode, RemotePolicy};
+use jit_cache_redis::test_server::RedisServer;
 use jit_cache_redis::{RedisOptions, RedisTier};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-/// A redis-server of this test's own.
+/// A redis-server of this test's own (in a temp dir that lives as long as it does).
 pub struct Server {
-    child: Child,
+    server: RedisServer,
     _dir: tempfile::TempDir,
-    pub socket: PathBuf,
 }
 
 impl Server {
@@ -24,48 +23,12 @@ impl Server {
     /// `redis-server` fails the test: `cargo xtask setup` installs it.
     pub fn start_with(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir for redis");
-        let socket = dir.path().join("redis.sock");
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(&socket)
-            .args([
-                "--unixsocketperm",
-                "700",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(dir.path())
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Its own process group, so that the test stops exactly this server.
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("redis-server must be installed (`cargo xtask setup` installs it): {e}")
-            });
-        let server = Server {
-            child,
-            _dir: dir,
-            socket,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while server.admin().is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not answer on {} within 20 s",
-                server.socket.display()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
+        let server = RedisServer::start(dir.path(), extra).unwrap_or_else(|e| panic!("{e}"));
+        Server { server, _dir: dir }
     }
 
     pub fn url(&self) -> String {
-        format!("redis+unix://{}", self.socket.display())
+        self.server.url()
     }
 
     /// A direct connection, for the test's own inspection and tampering.
@@ -74,8 +37,7 @@ impl Server {
     }
 
     pub fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("server pid");
-        rustix::process::kill_process_group(pid, signal).expect("signal the server's group");
+        self.server.signal(signal);
     }
 
     /// Keys matching a pattern.
@@ -111,21 +73,7 @@ impl Server {
 
     /// Kills the server (its process group) and waits for it.
     pub fn kill(&mut self) {
-        self.signal(rustix::process::Signal::KILL);
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            // A stopped server must be continued to die of SIGKILL promptly; both are harmless
-            // to a dead one.
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::CONT);
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-        let _ = self.child.wait();
+        self.server.kill();
     }
 }
 
