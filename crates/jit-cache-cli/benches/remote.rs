@@ -162,177 +162,136 @@ fn run_ok(cmd: &mut Command) {
     );
 }
 
-/// 4 hosts in parallel, each asking for the kernels in the same order, a process per kernel.
-fn warm_fleet(
-    host_cmd: &(dyn Fn(usize, &Path) -> Command + Sync),
-    sources: &[Vec<PathBuf>],
-) -> f64 {
+/// How each simulated host builds its kernels.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Jobs {
+    /// A process per kernel, one after another.
+    One,
+    /// Two at a time, as a build system with `-j 2` runs them: ccache's processes two at a
+    /// time; for jit-cache one `jit-cache build -j 2` of them all (a batch, which puts off a
+    /// kernel whose lease another host holds).
+    Two,
+}
+
+/// 4 hosts in parallel, each running `host(h, its sources)`; the wall time of them all.
+fn warm_fleet(sources: &[Vec<PathBuf>], host: &(dyn Fn(usize, &[PathBuf]) + Sync)) -> f64 {
     let start = Instant::now();
     std::thread::scope(|s| {
         for (h, host_sources) in sources.iter().enumerate() {
-            s.spawn(move || {
-                for source in host_sources {
-                    run_ok(&mut host_cmd(h, source));
-                }
+            s.spawn(move || host(h, host_sources));
+        }
+    });
+    start.elapsed().as_secs_f64()
+}
+
+/// Runs `cmd` for every source, `jobs` at a time, in the sources' order.
+fn each_source(sources: &[PathBuf], jobs: usize, cmd: &(dyn Fn(&Path) -> Command + Sync)) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(source) = sources.get(i) else {
+                    break;
+                };
+                run_ok(&mut cmd(source));
             });
         }
     });
-    start.elapsed().as_secs_f64()
 }
 
-/// The command one host runs for one source.
-type HostCommand<'a> = &'a (dyn Fn(usize, &Path) -> Command + Sync);
-/// The command one host runs for all its sources at once.
-type BatchCommand<'a> = &'a (dyn Fn(usize, &[PathBuf]) -> Command + Sync);
-
-/// 4 hosts in parallel, each building its kernels as a build system would with two jobs: for
-/// ccache, its processes two at a time in the hosts' common order; for jit-cache, one
-/// `jit-cache build` of them all (a batch, two at a time, that puts off a kernel another host
-/// holds the lease of).
-fn warm_fleet_two_jobs(
-    ccache_cmd: Option<HostCommand<'_>>,
-    batch_cmd: Option<BatchCommand<'_>>,
-    sources: &[Vec<PathBuf>],
-) -> f64 {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for (h, host_sources) in sources.iter().enumerate() {
-            if let Some(batch_cmd) = batch_cmd {
-                s.spawn(move || run_ok(&mut batch_cmd(h, host_sources)));
-            }
-            if let Some(ccache_cmd) = ccache_cmd {
-                let next = std::sync::atomic::AtomicUsize::new(0);
-                s.spawn(move || {
-                    std::thread::scope(|jobs| {
-                        for _ in 0..2 {
-                            jobs.spawn(|| loop {
-                                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                                let Some(source) = host_sources.get(i) else {
-                                    break;
-                                };
-                                run_ok(&mut ccache_cmd(h, source));
-                            });
-                        }
-                    });
-                });
-            }
-        }
-    });
-    start.elapsed().as_secs_f64()
+/// One fleet warm-up of both contenders, each on a fresh Redis and fresh roots.
+struct FleetRun {
+    ccache_compiles: usize,
+    ccache_preprocessor_runs: usize,
+    ccache_wall: f64,
+    our_compiles: usize,
+    our_wall: f64,
 }
 
-fn fleet(dir: &Path, nvcc: &Path) {
-    let work = dir.join("fleet");
+fn fleet_run(work: &Path, nvcc: &Path, jobs: Jobs) -> FleetRun {
     let sources: Vec<Vec<PathBuf>> = (0..HOSTS)
         .map(|h| checkout(&work.join(format!("host{h}/checkout"))))
         .collect();
+    let width = if jobs == Jobs::Two { 2 } else { 1 };
 
     // ccache + Redis: each host its own ccache dir, one shared remote storage.
     let ccache_redis = Server::start(&work.join("redis-ccache"));
     let (ccache_nvcc, ccache_log) = counting_nvcc(&work.join("ccache-wrapper"), nvcc);
     let remote = format!("redis+unix:{}", ccache_redis.socket().display());
-    let ccache_cmd = |h: usize, source: &Path| {
-        let checkout = source.parent().expect("checkout dir").to_path_buf();
-        let mut cmd = Command::new("ccache");
-        cmd.arg(&ccache_nvcc)
-            .args(["-Iinclude", "-arch=sm_90", "-c", "-cubin"])
-            .arg(source.file_name().expect("name"))
-            .arg("-o")
-            .arg(source.with_extension("ccache.cubin"))
-            .current_dir(checkout)
-            .env("CCACHE_DIR", work.join(format!("host{h}/ccache")))
-            .env("CCACHE_REMOTE_STORAGE", &remote)
-            .env("CCACHE_BASEDIR", work.join(format!("host{h}")));
-        cmd
+    let ccache_host = |h: usize, host_sources: &[PathBuf]| {
+        each_source(host_sources, width, &|source| {
+            let mut cmd = Command::new("ccache");
+            cmd.arg(&ccache_nvcc)
+                .args(["-Iinclude", "-arch=sm_90", "-c", "-cubin"])
+                .arg(source.file_name().expect("name"))
+                .arg("-o")
+                .arg(source.with_extension("ccache.cubin"))
+                .current_dir(source.parent().expect("checkout dir"))
+                .env("CCACHE_DIR", work.join(format!("host{h}/ccache")))
+                .env("CCACHE_REMOTE_STORAGE", &remote)
+                .env("CCACHE_BASEDIR", work.join(format!("host{h}")));
+            cmd
+        });
     };
-    let ccache_wall = warm_fleet(&ccache_cmd, &sources);
+    let ccache_wall = warm_fleet(&sources, &ccache_host);
     let ccache_compiles = count_compiles(&ccache_log);
+    let ccache_calls = std::fs::read_to_string(&ccache_log).map_or(0, |s| s.lines().count());
     drop(ccache_redis);
 
     let ours_redis = Server::start(&work.join("redis-ours"));
     let (our_nvcc, our_log) = counting_nvcc(&work.join("our-wrapper"), nvcc);
     let url = ours_redis.url();
-    let our_cmd = |h: usize, source: &Path| {
+    let our_cmd = |h: usize, host_sources: &[PathBuf]| {
         let mut cmd = jit_cache_cmd(&work.join(format!("host{h}/jit-cache")), &our_nvcc);
-        cmd.args(["--remote", &url, "build", "-I"])
-            .arg(source.parent().expect("checkout").join("include"))
-            .arg(source);
+        cmd.args(["--remote", &url, "build", "-j", &width.to_string(), "-I"])
+            .arg(host_sources[0].parent().expect("checkout").join("include"));
         cmd
     };
-    let our_wall = warm_fleet(&our_cmd, &sources);
-    let our_compiles = count_compiles(&our_log);
-
-    drop(ours_redis);
-
-    // The same fleet with two jobs per host (fresh roots, servers and checkouts' outputs).
-    let work2 = dir.join("fleet-two-jobs");
-    let sources2: Vec<Vec<PathBuf>> = (0..HOSTS)
-        .map(|h| checkout(&work2.join(format!("host{h}/checkout"))))
-        .collect();
-    let ccache_redis2 = Server::start(&work2.join("redis-ccache"));
-    let (ccache_nvcc2, ccache_log2) = counting_nvcc(&work2.join("ccache-wrapper"), nvcc);
-    let remote2 = format!("redis+unix:{}", ccache_redis2.socket().display());
-    let ccache_cmd2 = |h: usize, source: &Path| {
-        let checkout = source.parent().expect("checkout dir").to_path_buf();
-        let mut cmd = Command::new("ccache");
-        cmd.arg(&ccache_nvcc2)
-            .args(["-Iinclude", "-arch=sm_90", "-c", "-cubin"])
-            .arg(source.file_name().expect("name"))
-            .arg("-o")
-            .arg(source.with_extension("ccache.cubin"))
-            .current_dir(checkout)
-            .env("CCACHE_DIR", work2.join(format!("host{h}/ccache")))
-            .env("CCACHE_REMOTE_STORAGE", &remote2)
-            .env("CCACHE_BASEDIR", work2.join(format!("host{h}")));
-        cmd
+    let our_host = |h: usize, host_sources: &[PathBuf]| match jobs {
+        Jobs::One => each_source(host_sources, 1, &|source| {
+            let mut cmd = our_cmd(h, host_sources);
+            cmd.arg(source);
+            cmd
+        }),
+        Jobs::Two => run_ok(our_cmd(h, host_sources).args(host_sources)),
     };
-    let ccache_wall2 = warm_fleet_two_jobs(Some(&ccache_cmd2), None, &sources2);
-    let ccache_compiles2 = count_compiles(&ccache_log2);
-    drop(ccache_redis2);
-    let ours_redis2 = Server::start(&work2.join("redis-ours"));
-    let (our_nvcc2, our_log2) = counting_nvcc(&work2.join("our-wrapper"), nvcc);
-    let url2 = ours_redis2.url();
-    let batch_cmd = |h: usize, host_sources: &[PathBuf]| {
-        let mut cmd = jit_cache_cmd(&work2.join(format!("host{h}/jit-cache")), &our_nvcc2);
-        cmd.args(["--remote", &url2, "build", "-j", "2", "-I"])
-            .arg(host_sources[0].parent().expect("checkout").join("include"))
-            .args(host_sources);
-        cmd
-    };
-    let our_wall2 = warm_fleet_two_jobs(None, Some(&batch_cmd), &sources2);
-    let our_compiles2 = count_compiles(&our_log2);
-
-    println!("\n1. fleet warm-up: {HOSTS} hosts, same order, {KERNELS} heavy kernels, a process per kernel");
-    println!(
-        "   {:<36} {:>4} compiles {:>8.1}s   ({} preprocessor runs besides)",
-        "ccache + Redis",
+    let our_wall = warm_fleet(&sources, &our_host);
+    FleetRun {
         ccache_compiles,
+        ccache_preprocessor_runs: ccache_calls - ccache_compiles,
         ccache_wall,
-        std::fs::read_to_string(&ccache_log).map_or(0, |s| s.lines().count()) - ccache_compiles
-    );
-    println!(
-        "   {:<36} {:>4} compiles {:>8.1}s",
-        "jit-cache --remote (Redis)", our_compiles, our_wall
-    );
-    println!(
-        "   {:<36} {:>13.2}x   (goal: {KERNELS} compiles, wall <= 0.4x)",
-        "wall, jit-cache / ccache",
-        our_wall / ccache_wall
-    );
-    println!("   with two jobs per host (ccache: its processes two at a time; jit-cache: one `build -j 2` of all six)");
-    println!(
-        "   {:<36} {:>4} compiles {:>8.1}s",
-        "ccache + Redis", ccache_compiles2, ccache_wall2
-    );
-    println!(
-        "   {:<36} {:>4} compiles {:>8.1}s",
-        "jit-cache --remote (Redis)", our_compiles2, our_wall2
-    );
-    println!(
-        "   {:<36} {:>13.2}x   (goal: {KERNELS} compiles, wall <= 0.4x)",
-        "wall, jit-cache / ccache",
-        our_wall2 / ccache_wall2
-    );
+        our_compiles: count_compiles(&our_log),
+        our_wall,
+    }
+}
+
+fn fleet(dir: &Path, nvcc: &Path) {
+    println!("\n1. fleet warm-up: {HOSTS} hosts, same order, {KERNELS} heavy kernels");
+    for (jobs, name, work) in [
+        (Jobs::One, "a process per kernel, one at a time", "fleet"),
+        (
+            Jobs::Two,
+            "two jobs per host (ccache's processes two at a time; one `jit-cache build -j 2`)",
+            "fleet-two-jobs",
+        ),
+    ] {
+        let run = fleet_run(&dir.join(work), nvcc, jobs);
+        println!("   {name}");
+        println!(
+            "   {:<36} {:>4} compiles {:>8.1}s   ({} preprocessor runs besides)",
+            "ccache + Redis", run.ccache_compiles, run.ccache_wall, run.ccache_preprocessor_runs
+        );
+        println!(
+            "   {:<36} {:>4} compiles {:>8.1}s",
+            "jit-cache --remote (Redis)", run.our_compiles, run.our_wall
+        );
+        println!(
+            "   {:<36} {:>13.2}x   (goal: {KERNELS} compiles, wall <= 0.4x)",
+            "wall, jit-cache / ccache",
+            run.our_wall / run.ccache_wall
+        );
+    }
 }
 
 fn options(nvcc: &Path) -> CacheOptions {
