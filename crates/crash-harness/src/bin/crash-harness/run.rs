@@ -497,9 +497,8 @@ impl Supervisor<'_> {
 
     fn check(&mut self) -> Result<()> {
         drain_orphans(self.remote.as_ref().map(|s| s.pid()));
-        if let Some(server) = &self.remote {
+        if let (Some(server), Some(report)) = (&self.remote, self.report.remote.as_mut()) {
             let audit = server.audit()?;
-            let report = self.report.remote.get_or_insert_with(RemoteReport::default);
             report.audits += 1;
             report.manifests = audit.manifests;
             report.variants = audit.variants;
@@ -657,6 +656,7 @@ fn run_in(
             locks: cluster.map(|_| args.hosts.locks.clone()),
             actimeo_s: cluster.map(|_| args.hosts.actimeo),
             grace_ms: cluster.map(|_| args.hosts.grace_ms()),
+            remote: args.remote.then(RemoteReport::default),
             ..RunReport::default()
         },
     };
@@ -698,18 +698,12 @@ fn run_in(
                 }
             }
         }
-        let remote_due = sup.report.remote.as_ref().map_or(0, |r| r.server_kills + 1)
-            * args.remote_kill_every.max(1);
-        if let Some(server) = sup
-            .remote
-            .as_mut()
-            .filter(|_| sup.report.kills >= remote_due)
-        {
-            // The fleet's store dies with everything it held, mid-operation for some workers.
-            server
-                .kill_and_restart()
-                .context("kill and restart redis-server")?;
-            if let Some(report) = sup.report.remote.as_mut() {
+        if let (Some(server), Some(report)) = (sup.remote.as_mut(), sup.report.remote.as_mut()) {
+            if sup.report.kills >= (report.server_kills + 1) * args.remote_kill_every.max(1) {
+                // The fleet's store dies with everything it held, mid-operation for some workers.
+                server
+                    .kill_and_restart()
+                    .context("kill and restart redis-server")?;
                 report.server_kills += 1;
             }
         }
