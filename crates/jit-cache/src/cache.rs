@@ -382,6 +382,12 @@ impl Cache {
         })
     }
 
+    /// Saves what this handle learned that spares the next process work (the stat cache), as
+    /// dropping the handle does: for a process that ends without dropping it.
+    pub fn save_state(&self) {
+        self.save_stat_cache();
+    }
+
     /// Persists the stat cache when it changed (it saves re-hashing in the next process), unless
     /// a batch is running: the batch saves once when it ends.
     pub(crate) fn save_stat_cache(&self) {

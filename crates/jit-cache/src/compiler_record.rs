@@ -25,7 +25,12 @@ use std::path::{Path, PathBuf};
 pub(crate) const RECORD_FILE: &str = "compiler.json";
 
 /// Bump when the stored form changes: an entry with another version has no usable record.
-const RECORD_VERSION: u32 = 1;
+/// Version 2 stores each prerequisite as one string (it parses several times faster than an
+/// object, and a launcher hit parses hundreds); version 1's objects are still read.
+const RECORD_VERSION: u32 = 2;
+
+/// The oldest version still read.
+const OLDEST_READ_VERSION: u32 = 1;
 
 /// What the compiler printed and read for an entry, spelled for the request that asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,12 +76,70 @@ struct Stored {
     prerequisites: Vec<StoredPrerequisite>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// Stored as `<base|-> <y|n> <path>` (`i0 n gen/h1.cuh`, `- y /usr/include/stdio.h`); version 1
+/// stored an object of the three fields.
 struct StoredPrerequisite {
     /// The base's code (`s`, `q3`, `i0`, `y1`), or None for a path kept as spelled.
     base: Option<String>,
     path: PathBuf,
     system: bool,
+}
+
+impl Serialize for StoredPrerequisite {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let path = self
+            .path
+            .to_str()
+            .ok_or_else(|| serde::ser::Error::custom("a path that is not UTF-8"))?;
+        let base = self.base.as_deref().unwrap_or("-");
+        let system = if self.system { 'y' } else { 'n' };
+        serializer.serialize_str(&format!("{base} {system} {path}"))
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredPrerequisite {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = StoredPrerequisite;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a prerequisite `<base|-> <y|n> <path>`")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                let bad = || E::custom(format!("bad prerequisite `{text}`"));
+                let mut parts = text.splitn(3, ' ');
+                let base = match parts.next().ok_or_else(bad)? {
+                    "-" => None,
+                    code => Some(code.to_string()),
+                };
+                let system = match parts.next().ok_or_else(bad)? {
+                    "y" => true,
+                    "n" => false,
+                    _ => return Err(bad()),
+                };
+                let path = PathBuf::from(parts.next().filter(|p| !p.is_empty()).ok_or_else(bad)?);
+                Ok(StoredPrerequisite { base, path, system })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                #[derive(Deserialize)]
+                struct Version1 {
+                    base: Option<String>,
+                    path: PathBuf,
+                    system: bool,
+                }
+                let v1 = Version1::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(StoredPrerequisite {
+                    base: v1.base,
+                    path: v1.path,
+                    system: v1.system,
+                })
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 fn base_code(base: Base) -> Option<String> {
@@ -197,7 +260,7 @@ fn project_dirs(search: &SearchPath) -> Vec<(String, PathBuf)> {
 fn load(entry_dir: &Path, search: &SearchPath) -> Option<CompilerRecord> {
     let bytes = std::fs::read(entry_dir.join(RECORD_FILE)).ok()?;
     let stored: Stored = serde_json::from_slice(&bytes).ok()?;
-    if stored.version != RECORD_VERSION {
+    if !(OLDEST_READ_VERSION..=RECORD_VERSION).contains(&stored.version) {
         return None;
     }
     let mut prerequisites = Vec::with_capacity(stored.prerequisites.len());
@@ -317,5 +380,51 @@ mod tests {
             assert_eq!(base_of(&code), Some(base), "{code} names {base:?}");
         }
         assert_eq!(base_code(Base::Toolkit), None, "toolkit paths stay spelled");
+    }
+
+    #[test]
+    fn prerequisites_round_trip_as_text_and_version_1_objects_still_read() {
+        let written = Stored {
+            version: RECORD_VERSION,
+            stderr: "warning".into(),
+            dirs: vec![("i0".into(), PathBuf::from("/p/inc"))],
+            prerequisites: vec![
+                StoredPrerequisite {
+                    base: Some("i0".into()),
+                    path: "gen/a b.cuh".into(),
+                    system: false,
+                },
+                StoredPrerequisite {
+                    base: None,
+                    path: "/usr/include/stdio.h".into(),
+                    system: true,
+                },
+            ],
+        };
+        let json = serde_json::to_string(&written).expect("serialise");
+        assert!(
+            json.contains(r#""i0 n gen/a b.cuh","- y /usr/include/stdio.h""#),
+            "{json}"
+        );
+        let read: Stored = serde_json::from_str(&json).expect("read back");
+        let fields = |s: &Stored| -> Vec<(Option<String>, PathBuf, bool)> {
+            s.prerequisites
+                .iter()
+                .map(|p| (p.base.clone(), p.path.clone(), p.system))
+                .collect()
+        };
+        assert_eq!(fields(&read), fields(&written));
+        let version_1 = r#"{"version":1,"stderr":"","dirs":[],"prerequisites":[
+            {"base":"i0","path":"gen/a b.cuh","system":false},
+            {"base":null,"path":"/usr/include/stdio.h","system":true}]}"#;
+        let old: Stored = serde_json::from_str(version_1).expect("version 1 reads");
+        assert_eq!(fields(&old), fields(&written));
+        for bad in [r#""i0 x a.h""#, r#""i0 n ""#, r#""i0""#] {
+            let text = format!(r#"{{"version":2,"stderr":"","dirs":[],"prerequisites":[{bad}]}}"#);
+            assert!(
+                serde_json::from_str::<Stored>(&text).is_err(),
+                "{bad} is refused"
+            );
+        }
     }
 }

@@ -84,6 +84,14 @@ pub(crate) fn variant_of(inputs: &Inputs) -> Digest {
 }
 
 impl Meta {
+    /// The recorded inputs, taken out of the record.
+    pub(crate) fn into_inputs(self) -> Inputs {
+        Inputs {
+            headers: self.headers,
+            absent: self.absent,
+        }
+    }
+
     /// The recorded inputs.
     pub(crate) fn inputs(&self) -> Inputs {
         Inputs {

@@ -8,6 +8,8 @@
 
 use crate::error::Result;
 use crate::search::{join, Base, SearchPath};
+use crate::stamp::Settling;
+pub(crate) use crate::stamp::StatStamp;
 use fingerprint::{Digest, StatCache};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -61,43 +63,6 @@ impl Inputs {
     }
 }
 
-/// A file's identity for revalidation: device, inode, size, mtime and ctime in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StatStamp(
-    pub(crate) u64,
-    pub(crate) u64,
-    pub(crate) u64,
-    pub(crate) i64,
-    pub(crate) i64,
-);
-
-/// How far in the past a file's mtime and ctime must be, when it is hashed, for its stamp to be
-/// trusted later: a write within the same timestamp tick would otherwise go unseen.
-const RACY_MARGIN_NS: i64 = 2_000_000_000;
-
-impl StatStamp {
-    /// Stats `path` (following symlinks, as the compiler did).
-    pub(crate) fn of(path: &Path) -> Option<StatStamp> {
-        let st = rustix::fs::stat(path).ok()?;
-        Some(StatStamp(
-            st.st_dev,
-            st.st_ino,
-            st.st_size as u64,
-            st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
-            st.st_ctime as i64 * 1_000_000_000 + st.st_ctime_nsec as i64,
-        ))
-    }
-
-    /// Whether the stamp is old enough, now, to be trusted later.
-    pub(crate) fn settled(&self) -> bool {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0);
-        self.3 < now - RACY_MARGIN_NS && self.4 < now - RACY_MARGIN_NS
-    }
-}
-
 /// Hashes a header the slow way (through the stat cache), for records without a usable stamp.
 pub(crate) type SlowHash<'a> = dyn FnMut(&Path) -> Option<Digest> + 'a;
 
@@ -106,25 +71,30 @@ pub(crate) type SlowHash<'a> = dyn FnMut(&Path) -> Option<Digest> + 'a;
 pub(crate) fn hash_with_stamp(
     path: &Path,
     stat: &mut StatCache,
+    settling: &mut Settling,
 ) -> Result<(Digest, Option<StatStamp>)> {
-    stamped(path, |p| Ok(stat.hash_file(p)?))
+    stamped(path, settling, |p| Ok(stat.hash_file(p)?))
 }
 
 /// Like [`hash_with_stamp`], hashing the file directly: for a kernel source, cheaper than loading
 /// the stat cache.
 pub(crate) fn hash_direct_with_stamp(path: &Path) -> Result<(Digest, Option<StatStamp>)> {
-    stamped(path, |p| Ok(fingerprint::hash_file(p)?))
+    stamped(path, &mut Settling::start(), |p| {
+        Ok(fingerprint::hash_file(p)?)
+    })
 }
 
+/// Hashes `path` between two stats; the stamp is kept when both agree and it is settled.
 fn stamped(
     path: &Path,
+    settling: &mut Settling,
     hash: impl FnOnce(&Path) -> Result<Digest>,
 ) -> Result<(Digest, Option<StatStamp>)> {
     let before = StatStamp::of(path);
     let digest = hash(path)?;
     let after = StatStamp::of(path);
     let stamp = match (before, after) {
-        (Some(b), Some(a)) if a == b && a.settled() => Some(a),
+        (Some(b), Some(a)) if a == b && settling.settled(path, &a) => Some(a),
         _ => None,
     };
     Ok((digest, stamp))
@@ -289,14 +259,15 @@ impl FastCheck {
     pub(crate) fn stamp(inputs: &Inputs, search: &SearchPath) -> Option<FastCheck> {
         let mut stamped = Vec::with_capacity(inputs.headers.len() + inputs.absent.len());
         let mut absent = Vec::new();
+        let mut settling = Settling::start();
         for record in inputs.headers.iter().filter(|h| h.base.is_project()) {
             let path = search.path_of(record.base, &record.rel)?;
-            let stamp = StatStamp::of(&path).filter(StatStamp::settled)?;
+            let stamp = settling.stamp(&path)?;
             stamped.push((path, stamp));
         }
         for group in &inputs.absent {
             let dir = search.path_of(group.base, &group.dir)?;
-            match StatStamp::of(&dir).filter(StatStamp::settled) {
+            match settling.stamp(&dir) {
                 Some(stamp) => stamped.push((dir, stamp)),
                 None => absent.push((dir, group.names.clone())),
             }

@@ -22,9 +22,10 @@
 //! after the compile, so a file that appeared behind the compiler's back is seen then.
 
 use crate::error::{Error, Result};
-use crate::headers::{findable, hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs, StatStamp};
+use crate::headers::{findable, hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
 use crate::scan::{scan, Directive};
 use crate::search::{join, parent_rel, Base, Canonical, SearchPath};
+use crate::stamp::Settling;
 use fingerprint::StatCache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -39,7 +40,7 @@ pub(crate) type Instant = (i64, i64);
 
 /// Now, on the clock file timestamps use: a file changed after this call has a ctime at or after
 /// the value returned (it may share the tick of a change made just before).
-fn coarse_now() -> Instant {
+pub(crate) fn coarse_now() -> Instant {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
     (ts.tv_sec, ts.tv_nsec)
 }
@@ -143,6 +144,9 @@ pub(crate) fn record(
     stat: &mut StatCache,
     since: Option<Instant>,
 ) -> Result<Recorded> {
+    // Read before any file is looked up, hashed or stamped: a write after it can never leave a
+    // file or directory with a stamp judged settled (`stamp.rs`).
+    let settling = Settling::start();
     let mut walk = Walk {
         search,
         read: read.map(|_| HashMap::new()),
@@ -226,7 +230,7 @@ pub(crate) fn record(
     if walk.read.is_some() {
         walk.orphans();
     }
-    walk.finish(stat, since)
+    walk.finish(stat, since, settling)
 }
 
 impl Walk<'_> {
@@ -414,7 +418,12 @@ impl Walk<'_> {
         }
     }
 
-    fn finish(self, stat: &mut StatCache, since: Option<Instant>) -> Result<Recorded> {
+    fn finish(
+        self,
+        stat: &mut StatCache,
+        since: Option<Instant>,
+        mut settling: Settling,
+    ) -> Result<Recorded> {
         let changed_since = |path: &Path| since.is_some_and(|since| changed_since(path, since));
         let mut moved = None;
         let mut headers = Vec::new();
@@ -436,7 +445,7 @@ impl Walk<'_> {
             if moved.is_none() && changed_since(&path) {
                 moved = Some(path.clone());
             }
-            let (digest, stamp) = hash_with_stamp(&path, stat)?;
+            let (digest, stamp) = hash_with_stamp(&path, stat, &mut settling)?;
             headers.push(HeaderRecord {
                 base,
                 rel,
@@ -457,7 +466,7 @@ impl Walk<'_> {
             let path = self.search.path_of(base, &dir).unwrap_or_default();
             absent.push(AbsenceGroup {
                 base,
-                stamp: StatStamp::of(&path).filter(StatStamp::settled),
+                stamp: settling.stamp(&path),
                 dir,
                 names,
             });

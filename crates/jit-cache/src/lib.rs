@@ -98,6 +98,7 @@ mod scan;
 mod search;
 mod single_flight;
 mod spec;
+mod stamp;
 mod sync;
 mod toolchain;
 

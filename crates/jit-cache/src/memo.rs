@@ -15,7 +15,7 @@ use fingerprint::Digest;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The memos of one cache handle.
 #[derive(Default)]
@@ -28,7 +28,11 @@ pub(crate) struct Memos {
 /// and are not checked again; project headers and absences are, on every hit.
 #[derive(Clone)]
 struct EntryMemo {
-    inputs: Arc<Inputs>,
+    /// Everything the entry depends on, shared with the answer that was remembered.
+    all_inputs: Arc<Inputs>,
+    /// The part checked again ([`Inputs::project_part`]), taken out of `all_inputs` at the
+    /// first repeated request: a process that asks once (the launcher) never pays for it.
+    inputs: Arc<OnceLock<Inputs>>,
     bytes: Arc<[u8]>,
     path: PathBuf,
     kind: nvcc::OutputKind,
@@ -130,9 +134,10 @@ impl Memos {
             None => {
                 // Stamps first, then the full check: a change made between the two fails the
                 // precomputed check next time.
-                let stamped = FastCheck::stamp(&memo.inputs, &prepared.search).map(Arc::new);
+                let inputs = memo.inputs.get_or_init(|| memo.all_inputs.project_part());
+                let stamped = FastCheck::stamp(inputs, &prepared.search).map(Arc::new);
                 let ok = cache
-                    .revalidate(&memo.inputs.headers, &memo.inputs.absent, &prepared.search)
+                    .revalidate(&inputs.headers, &inputs.absent, &prepared.search)
                     .is_ok();
                 if ok && stamped.is_some() {
                     if let Some(entry) = self
@@ -173,7 +178,8 @@ impl Memos {
             return;
         };
         let memo = EntryMemo {
-            inputs: Arc::new(inputs.project_part()),
+            all_inputs: Arc::clone(inputs),
+            inputs: Arc::new(OnceLock::new()),
             fast: None,
             bytes: answer.artifact.shared_bytes(),
             path: answer.artifact.path().to_path_buf(),

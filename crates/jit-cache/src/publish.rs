@@ -243,7 +243,7 @@ fn hit(meta: Meta, artifact: crate::entry::Artifact) -> Built {
         artifact,
         outcome: Outcome::Hit,
         warning: None,
-        inputs: Some(Arc::new(meta.inputs())),
+        inputs: Some(Arc::new(meta.into_inputs())),
     })
 }
 

@@ -37,23 +37,48 @@ fn base_text(base: Base, out: &mut String) {
 }
 
 fn parse_base(text: &str) -> Option<Base> {
-    match text {
-        "s" => Some(Base::SourceDir),
-        "w" => Some(Base::WorkingDir),
-        "a" => Some(Base::Absolute),
-        "t" => Some(Base::Toolkit),
-        "o" => Some(Base::Installed),
-        _ => {
-            let (kind, n) = text.split_at_checked(1)?;
-            let n: u32 = n.parse().ok()?;
+    // By bytes: a hit parses a base per header it revalidates.
+    match text.as_bytes() {
+        b"s" => Some(Base::SourceDir),
+        b"w" => Some(Base::WorkingDir),
+        b"a" => Some(Base::Absolute),
+        b"t" => Some(Base::Toolkit),
+        b"o" => Some(Base::Installed),
+        [kind, digits @ ..] => {
+            let n = u32::try_from(parse_decimal(digits)?).ok()?;
             match kind {
-                "q" => Some(Base::Quote(n)),
-                "i" => Some(Base::Include(n)),
-                "y" => Some(Base::System(n)),
-                "f" => Some(Base::Forced(n)),
+                b'q' => Some(Base::Quote(n)),
+                b'i' => Some(Base::Include(n)),
+                b'y' => Some(Base::System(n)),
+                b'f' => Some(Base::Forced(n)),
                 _ => None,
             }
         }
+        [] => None,
+    }
+}
+
+/// Digits only (no sign, no `+`), at least one, within a `u64`.
+fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &b in digits {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
+    }
+    Some(value)
+}
+
+/// An optional `-`, then [`parse_decimal`]'s digits, within an `i64`.
+fn parse_signed(text: &[u8]) -> Option<i64> {
+    match text.split_first() {
+        Some((b'-', digits)) => 0i64.checked_sub_unsigned(parse_decimal(digits)?),
+        _ => i64::try_from(parse_decimal(text)?).ok(),
     }
 }
 
@@ -70,13 +95,13 @@ fn parse_stamp(text: &str) -> Option<Option<StatStamp>> {
     if text == "-" {
         return Some(None);
     }
-    let mut n = text.split('.');
+    let mut n = text.as_bytes().split(|&b| b == b'.');
     let stamp = StatStamp(
-        n.next()?.parse().ok()?,
-        n.next()?.parse().ok()?,
-        n.next()?.parse().ok()?,
-        n.next()?.parse().ok()?,
-        n.next()?.parse().ok()?,
+        parse_decimal(n.next()?)?,
+        parse_decimal(n.next()?)?,
+        parse_decimal(n.next()?)?,
+        parse_signed(n.next()?)?,
+        parse_signed(n.next()?)?,
     );
     n.next().is_none().then_some(Some(stamp))
 }
@@ -137,11 +162,13 @@ pub(crate) fn header_to_text(record: &HeaderRecord) -> String {
 
 /// Parses a header record; None when the text is not one (a corrupt or foreign file).
 pub(crate) fn header_from_text(text: &str) -> Option<HeaderRecord> {
-    let mut parts = text.splitn(4, ' ');
-    let base = parse_base(parts.next()?)?;
-    let digest = parts.next()?.parse().ok()?;
-    let stamp = parse_stamp(parts.next()?)?;
-    let rel = match parts.next()? {
+    let (base, rest) = text.split_once(' ')?;
+    let (digest, rest) = rest.split_once(' ')?;
+    let (stamp, rel) = rest.split_once(' ')?;
+    let base = parse_base(base)?;
+    let digest = digest.parse().ok()?;
+    let stamp = parse_stamp(stamp)?;
+    let rel = match rel {
         "" => return None,
         "." => PathBuf::new(),
         rel if rel.contains(' ') => return None,

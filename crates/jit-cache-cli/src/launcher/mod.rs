@@ -3,8 +3,9 @@
 //!
 //! A cacheable command (one `.cu` source to an object, cubin, PTX or fatbin; see `parse.rs`)
 //! is answered from the library's cache ([`jit_cache::Cache::get_or_build_with_record`]): the
-//! output is written atomically (`durable_fs::put`: temp file beside it, rename), the dependency
-//! file the command asked for is written as nvcc writes it (`depfile.rs`), the compiler's stderr
+//! output is written atomically (`output.rs`: temp file beside it, rename; as durable as nvcc's
+//! own outputs, while the cache entry is fsynced), the dependency file the command asked for is
+//! written as nvcc writes it (`depfile.rs`), the compiler's stderr
 //! is replayed, and the exit status is 0, on a hit exactly as on a miss. Everything else runs
 //! the real nvcc unchanged (`exec`), and the reason is counted for `jit-cache stats`: an
 //! uncacheable command, a compile error (nvcc prints its own diagnostics), or a cache that
@@ -19,12 +20,13 @@
 //! to stderr); stdout is not replayed.
 
 mod depfile;
+mod output;
 mod parse;
 
 use jit_cache::{Cache, CacheOptions, Error, KernelSpec, OutputKind};
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -60,10 +62,12 @@ pub(crate) fn dispatch() -> Option<ExitCode> {
 /// The real nvcc: the one named, else `NVCC`, `CUDA_HOME/bin/nvcc`, `CUDA_PATH/bin/nvcc`, each
 /// `PATH` entry, then the library's search (pip venvs, `/usr/local/cuda`), never this binary.
 fn real_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
-    let me = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| format!("find this executable: {e}"))?;
-    let is_me = |p: &Path| std::fs::canonicalize(p).is_ok_and(|c| c == me);
+    // This binary by identity (device and inode, through every link), not by path: two stats
+    // instead of resolving each path component.
+    let identity = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let me = identity(Path::new("/proc/self/exe"))
+        .ok_or_else(|| "find this executable: /proc/self/exe".to_string())?;
+    let is_me = |p: &Path| identity(p) == Some(me);
     if let Some(named) = named {
         if is_me(&named) {
             return Err(format!("{} is this launcher, not nvcc", named.display()));
@@ -240,15 +244,30 @@ fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
         Some(output) => PathBuf::from(output),
         None => depfile::beside_stem(&command.source, extension(command.kind)),
     });
-    // Written whole or not at all: a reader (or a killed launcher) never leaves a partial file.
-    durable_fs::put(&output, answer.artifact.bytes())
+    // Both written before either is renamed, each whole or not at all (`output.rs`).
+    let output = output::Staged::write(&output, answer.artifact.bytes())
         .map_err(|e| Fallback::Cache(format!("write output: {e}")))?;
-    if let Some((path, bytes)) = depfile {
-        durable_fs::put(&path, &bytes)
+    let depfile = match depfile {
+        Some((path, bytes)) => Some(
+            output::Staged::write(&path, &bytes)
+                .map_err(|e| Fallback::Cache(format!("write dependency file: {e}")))?,
+        ),
+        None => None,
+    };
+    output
+        .publish()
+        .map_err(|e| Fallback::Cache(format!("write output: {e}")))?;
+    if let Some(depfile) = depfile {
+        depfile
+            .publish()
             .map_err(|e| Fallback::Cache(format!("write dependency file: {e}")))?;
     }
     let stderr = spellings.respell_text(&record.stderr);
     let _ = std::io::stderr().write_all(stderr.as_bytes());
+    // The process ends now: what it holds (hundreds of parsed records, the handle's memos) is
+    // left to the exit instead of freed piece by piece; the state worth keeping is saved.
+    cache.save_state();
+    std::mem::forget((cache, answer, record));
     Ok(ExitCode::SUCCESS)
 }
 

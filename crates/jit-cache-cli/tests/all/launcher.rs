@@ -6,7 +6,7 @@
 //! internal-linkage device code, whose cicc module id differs from run to run), a cubin, a PTX
 //! and a fatbin, and headers shared between them. Compiles are counted with a wrapper compiler.
 
-use crate::support::{real_nvcc, write_executable, CountingCompiler};
+use crate::support::{real_nvcc, set_mtime, write_executable, CountingCompiler};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -619,6 +619,76 @@ fn heavy_launcher_forms_default_names_diagnostics_and_fallbacks() {
         stats.contains("launcher uncacheable: --no-such-option: 1"),
         "{stats}"
     );
+}
+
+#[test]
+fn heavy_launcher_keeps_an_identical_output_replaces_a_different_one_and_never_a_link() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Setup::new();
+    let dir = &s.project;
+    let args = [
+        "-arch=sm_90",
+        "-cubin",
+        "-MD",
+        "src/kern.cu",
+        "-Iinclude",
+        "-o",
+        "k.cubin",
+    ];
+    let run = |what: &str| {
+        let out = compile_one(&s, &args, &[]);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run("miss");
+    let artifact = read(&dir.join("k.cubin"));
+    let depfile = read(&dir.join("k.d"));
+    // A rerun that hits with the same bytes already there keeps the file and moves its mtime
+    // to now, as a rewrite would for a build system.
+    set_mtime(&dir.join("k.cubin"), 1_000_000_000);
+    let before = std::fs::metadata(dir.join("k.cubin")).expect("stat");
+    run("hit over the same bytes");
+    let after = std::fs::metadata(dir.join("k.cubin")).expect("stat");
+    assert_eq!(after.ino(), before.ino(), "the identical output is kept");
+    assert!(
+        after.mtime() > 1_000_000_000 + 86_400,
+        "its mtime is now, as after a rewrite"
+    );
+    assert_eq!(read(&dir.join("k.cubin")), artifact);
+    assert_eq!(read(&dir.join("k.d")), depfile);
+    // Other bytes (another compiler's output, same length or not) are replaced whole.
+    for other in [vec![b'x'; artifact.len()], b"short".to_vec()] {
+        std::fs::write(dir.join("k.cubin"), &other).expect("write other bytes");
+        let before = std::fs::metadata(dir.join("k.cubin")).expect("stat");
+        run("hit over other bytes");
+        assert_ne!(
+            std::fs::metadata(dir.join("k.cubin")).expect("stat").ino(),
+            before.ino(),
+            "a different output is replaced by rename"
+        );
+        assert_eq!(read(&dir.join("k.cubin")), artifact);
+    }
+    assert_eq!(s.counter.compiles(), 1, "every rerun was a hit");
+    // An output that is a symlink is nvcc's to write through: the launcher never replaces it.
+    std::fs::remove_file(dir.join("k.cubin")).expect("remove output");
+    std::fs::write(dir.join("target.cubin"), b"old").expect("write link target");
+    std::os::unix::fs::symlink("target.cubin", dir.join("k.cubin")).expect("symlink output");
+    run("output through a symlink");
+    assert!(
+        std::fs::symlink_metadata(dir.join("k.cubin"))
+            .expect("lstat")
+            .file_type()
+            .is_symlink(),
+        "the link stays a link"
+    );
+    assert!(
+        same_modulo_module_id(&read(&dir.join("target.cubin")), &artifact),
+        "nvcc wrote through it"
+    );
+    assert_eq!(s.counter.compiles(), 2, "nvcc ran for the linked output");
 }
 
 #[test]

@@ -240,3 +240,52 @@ fn only_the_variant_answered_with_has_its_last_use_refreshed() {
         "the stale variant's last use was refreshed by requests it did not answer"
     );
 }
+
+#[test]
+fn headers_written_just_before_the_compile_are_recorded_with_stamps_a_hit_can_trust() {
+    // A JIT library writes its kernel and headers, then builds at once. The compile reads them
+    // after its start on the coarse clock, so their stamps are settled when the entry is
+    // recorded: the next process checks each with one `stat` instead of hashing it.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (source, include) = write_project(dir.path(), 1);
+    let cache = open_cache(dir.path());
+    let answer = cache
+        .get_or_build(&project_spec(&source, &include))
+        .expect("build");
+    let entry = answer.artifact.path().parent().expect("entry dir");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(entry.join("meta.json")).expect("read meta.json"))
+            .expect("meta.json is JSON");
+    let headers: Vec<&str> = meta["headers"]
+        .as_array()
+        .expect("header records")
+        .iter()
+        .filter_map(|h| h.as_str())
+        .collect();
+    let tile = headers
+        .iter()
+        .find(|h| h.ends_with(" tile.cuh"))
+        .unwrap_or_else(|| panic!("tile.cuh is recorded: {headers:?}"));
+    let stamp = tile.split(' ').nth(2).expect("a stamp field");
+    assert_ne!(stamp, "-", "the project header has a settled stamp: {tile}");
+
+    // The stamp proves nothing once the file changes: the same length, its old mtime put back.
+    let mtime = std::fs::metadata(include.join("tile.cuh"))
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    std::fs::write(include.join("tile.cuh"), "#define TILE_VALUE 2.0f\n").expect("rewrite");
+    std::fs::File::options()
+        .write(true)
+        .open(include.join("tile.cuh"))
+        .and_then(|f| f.set_modified(mtime))
+        .expect("restore mtime");
+    let again = open_cache(dir.path())
+        .get_or_build(&project_spec(&source, &include))
+        .expect("rebuild");
+    assert!(
+        matches!(again.outcome, Outcome::Rebuilt { .. }),
+        "a rewrite under the old mtime and length is seen (ctime moved): {:?}",
+        again.outcome
+    );
+}

@@ -1,0 +1,211 @@
+//! A file's stat stamp, and when a stamp may be trusted later to prove the same content without
+//! hashing it again.
+//!
+//! A stamp taken when a file was hashed proves later, by being unchanged, that the content is
+//! unchanged, unless a write after the hash left the file with the very same stamp: one within
+//! the same timestamp tick, with the same size (git's "racy" problem). The stamp is *settled*
+//! when no such write is possible any more, and only a settled stamp is recorded.
+//!
+//! - On a local filesystem that keeps nanosecond timestamps (ext4, XFS, btrfs, tmpfs, ZFS, f2fs,
+//!   overlayfs) every timestamp comes from this kernel's coarse realtime clock (or a finer
+//!   reading of it). A write after a reading `R` of that clock gets a ctime at or after `R`; a
+//!   file whose mtime and ctime are before `R`, read after `R`, is settled at once. A compile
+//!   reads its files after its start on that clock, and a file changed since fails the compile
+//!   (`inputs.rs`), so the stamps of what it read are settled when it is recorded.
+//! - A stamp whose nanoseconds are zero may come from a filesystem with whole-second timestamps
+//!   (ext4 with 128-byte inodes): it is settled once a whole second lies between it and `R`.
+//! - Elsewhere (NFS, Lustre, CIFS, FUSE, FAT, an unknown type) timestamps may come from another
+//!   clock, a server's, at any granularity: the stamp is settled once it is two seconds older
+//!   than this host's clock, the margin of modest clock skew that the whole cache assumes.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::fstype::FsType;
+use crate::inputs::{coarse_now, Instant};
+
+/// A file's identity for revalidation: device, inode, size, mtime and ctime in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatStamp(
+    pub(crate) u64,
+    pub(crate) u64,
+    pub(crate) u64,
+    pub(crate) i64,
+    pub(crate) i64,
+);
+
+const NS_PER_S: i64 = 1_000_000_000;
+
+/// Where timestamps may come from another clock: how far in the past a stamp must be, on this
+/// host's clock, to be trusted.
+const FOREIGN_CLOCK_MARGIN_NS: i64 = 2 * NS_PER_S;
+
+impl StatStamp {
+    /// Stats `path` (following symlinks, as the compiler did).
+    pub(crate) fn of(path: &Path) -> Option<StatStamp> {
+        let st = rustix::fs::stat(path).ok()?;
+        Some(StatStamp(
+            st.st_dev,
+            st.st_ino,
+            st.st_size as u64,
+            st.st_mtime as i64 * NS_PER_S + st.st_mtime_nsec as i64,
+            st.st_ctime as i64 * NS_PER_S + st.st_ctime_nsec as i64,
+        ))
+    }
+
+    fn newest(&self) -> i64 {
+        self.3.max(self.4)
+    }
+
+    fn whole_seconds(&self) -> bool {
+        self.3.rem_euclid(NS_PER_S) == 0 || self.4.rem_euclid(NS_PER_S) == 0
+    }
+}
+
+/// The filesystems whose timestamps come from this kernel's clock, at nanosecond granularity
+/// (or whole seconds, which [`StatStamp::whole_seconds`] catches).
+const KERNEL_CLOCK_FILESYSTEMS: &[&str] =
+    &["ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlayfs"];
+
+/// Decides whether stamps are settled, for files read after it was made: it holds the coarse
+/// clock's reading at its creation, and each device's filesystem type once looked up.
+pub(crate) struct Settling {
+    started: i64,
+    kernel_clock: HashMap<u64, bool>,
+}
+
+impl Settling {
+    /// Reads the coarse clock: make it *before* the files whose stamps it judges are read.
+    pub(crate) fn start() -> Settling {
+        let (secs, nanos): Instant = coarse_now();
+        Settling {
+            started: secs * NS_PER_S + nanos,
+            kernel_clock: HashMap::new(),
+        }
+    }
+
+    /// Stats `path` now and returns its stamp if settled.
+    pub(crate) fn stamp(&mut self, path: &Path) -> Option<StatStamp> {
+        StatStamp::of(path).filter(|stamp| self.settled(path, stamp))
+    }
+
+    /// Whether `stamp`, of `path`, taken after [`Settling::start`], can be trusted later.
+    pub(crate) fn settled(&mut self, path: &Path, stamp: &StatStamp) -> bool {
+        let kernel_clock = *self.kernel_clock.entry(stamp.0).or_insert_with(|| {
+            // The device's type, read through this path (a statfs per device, not per file).
+            KERNEL_CLOCK_FILESYSTEMS.contains(&FsType::of(path).name)
+        });
+        let wall_now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i64)
+                .unwrap_or(0)
+        };
+        let clock = if kernel_clock {
+            Clock::Kernel {
+                started: self.started,
+            }
+        } else {
+            Clock::Foreign { now: wall_now() }
+        };
+        settled(stamp, clock)
+    }
+}
+
+/// The clock a stamp's timestamps came from, with the reading that judges it.
+#[derive(Debug, Clone, Copy)]
+enum Clock {
+    /// This kernel's: the coarse clock's reading made before the file was read.
+    Kernel { started: i64 },
+    /// Another's, or unknown: this host's clock now.
+    Foreign { now: i64 },
+}
+
+fn settled(stamp: &StatStamp, clock: Clock) -> bool {
+    let newest = stamp.newest();
+    match clock {
+        Clock::Foreign { now } => newest < now - FOREIGN_CLOCK_MARGIN_NS,
+        Clock::Kernel { started } if stamp.whole_seconds() => {
+            newest < started - started.rem_euclid(NS_PER_S)
+        }
+        Clock::Kernel { started } => newest < started,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: i64 = 1_700_000_000 * NS_PER_S;
+
+    fn stamp(mtime: i64, ctime: i64) -> StatStamp {
+        StatStamp(1, 2, 3, mtime, ctime)
+    }
+
+    #[test]
+    fn on_the_kernel_clock_a_change_before_the_reading_is_settled_and_one_on_its_tick_is_not() {
+        let started = T + 500_000_123;
+        let clock = Clock::Kernel { started };
+        assert!(settled(&stamp(started - 1, started - 1), clock));
+        assert!(
+            !settled(&stamp(started - 1, started), clock),
+            "ctime on the reading's tick"
+        );
+        assert!(
+            !settled(&stamp(started, started - 1), clock),
+            "mtime on the reading's tick"
+        );
+        assert!(
+            !settled(&stamp(started + 7, started + 7), clock),
+            "after the reading"
+        );
+    }
+
+    #[test]
+    fn whole_second_stamps_need_a_second_boundary_before_the_reading() {
+        let clock = Clock::Kernel {
+            started: T + 500_000_000,
+        };
+        assert!(!settled(&stamp(T, T), clock), "the reading's own second");
+        assert!(settled(&stamp(T - NS_PER_S, T - NS_PER_S), clock));
+        assert!(
+            !settled(&stamp(T, T - NS_PER_S + 5), clock),
+            "one whole-second timestamp makes the stamp judged by seconds"
+        );
+    }
+
+    #[test]
+    fn stamps_from_another_clock_need_two_seconds() {
+        let clock = Clock::Foreign { now: T };
+        assert!(!settled(&stamp(T - NS_PER_S, T - NS_PER_S), clock));
+        assert!(!settled(&stamp(T - 3 * NS_PER_S, T - NS_PER_S), clock));
+        assert!(settled(&stamp(T - 3 * NS_PER_S, T - 3 * NS_PER_S), clock));
+    }
+
+    #[test]
+    fn a_real_file_written_after_the_reading_is_never_settled_by_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("h.cuh");
+        std::fs::write(&path, "#define A 1\n").expect("write");
+        // The next tick of the coarse clock, then a reading: the file predates it.
+        let first = coarse_now();
+        while coarse_now() == first {
+            // Waiting for the clock to move, not for another thread.
+            std::thread::sleep(std::time::Duration::from_micros(250));
+        }
+        let mut settling = Settling::start();
+        let on_kernel_clock = KERNEL_CLOCK_FILESYSTEMS.contains(&FsType::of(dir.path()).name);
+        assert_eq!(
+            settling.stamp(&path).is_some(),
+            on_kernel_clock,
+            "a file last changed a tick before the reading is settled on a kernel-clock \
+             filesystem ({}), and only there",
+            FsType::of(dir.path()).name
+        );
+        std::fs::write(&path, "#define A 2\n").expect("rewrite");
+        assert!(
+            settling.stamp(&path).is_none(),
+            "a file changed after the reading must never be settled by it"
+        );
+    }
+}
