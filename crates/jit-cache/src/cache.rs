@@ -282,13 +282,16 @@ impl Cache {
         // the caller gets that compile's artifact uncached.
         let mut fresh = false;
         loop {
+            // Before anything of the request is read: a file written earlier is no edit during
+            // the compile (`inputs::compile_start`).
+            let asked = crate::inputs::asked_now();
             let (toolchain, prepared) = self.memos.prepare(self, request, fresh)?;
             if let Some(hit) = self.memos.hit(self, &prepared) {
                 return Ok(hit);
             }
             let flight = (prepared.key, prepared.search.clone());
             let (result, _role) = self.flights.run(&flight, || {
-                crate::publish::lookup_or_build(self, request, &toolchain, &prepared)
+                crate::publish::lookup_or_build(self, request, &toolchain, &prepared, asked)
                     .map_err(Arc::new)
             });
             match result {

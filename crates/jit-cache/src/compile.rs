@@ -40,12 +40,14 @@ pub(crate) struct Compiled {
     pub(crate) started: Instant,
 }
 
-/// Compiles `request` into `output`, using `scratch` for a text source's private copy.
+/// Compiles `request` into `output`, using `scratch` for a text source's private copy. `asked`
+/// is when the build was asked for ([`crate::inputs::asked_now`]).
 pub(crate) fn compile(
     request: &Request,
     toolchain: &Toolchain,
     scratch: &Path,
     output: &Path,
+    asked: Instant,
 ) -> std::result::Result<Compiled, (Error, Option<Instant>)> {
     let spec = &request.spec;
     let source = match (&spec.source, &request.source_path) {
@@ -90,7 +92,7 @@ pub(crate) fn compile(
     if let Some(timeout) = spec.timeout {
         job = job.timeout(timeout);
     }
-    let started = compile_start();
+    let started = compile_start(asked);
     let clock = std::time::Instant::now();
     let result = toolchain.nvcc.compile(&job);
     let compile_ms = clock.elapsed().as_millis() as u64;
@@ -160,12 +162,13 @@ pub(crate) fn build_uncached(
     request: &Request,
     toolchain: &Toolchain,
     warning: String,
+    asked: Instant,
 ) -> Result<Answer> {
     let dir = private_dir()?;
     let output = dir
         .path()
         .join(entry::artifact_file_name(request.spec.kind));
-    let compiled = compile(request, toolchain, dir.path(), &output).map_err(|(e, _)| e)?;
+    let compiled = compile(request, toolchain, dir.path(), &output, asked).map_err(|(e, _)| e)?;
     let artifact = Artifact::private(compiled.artifact_bytes, output, request.spec.kind, dir);
     Ok(Answer {
         artifact,

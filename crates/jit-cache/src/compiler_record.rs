@@ -205,10 +205,13 @@ pub(crate) fn write(entry_dir: &Path, stderr: &str, read: &[PathBuf], search: &S
         .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
         .collect();
     let mut parents = std::collections::HashMap::new();
+    // One cache of canonical directories for the whole list: a compile reads hundreds of
+    // headers from a few tens of directories (a `realpath` each was most of a miss's overhead).
+    let mut canonical = crate::search::Canonical::default();
     let prerequisites = read
         .iter()
         .map(|path| {
-            let (base, rel) = search.classify(path);
+            let (base, rel) = search.classify_with(path, &mut canonical);
             let system = is_system(base, path, &system_dirs, &mut parents);
             match base_code(base) {
                 Some(code) => StoredPrerequisite {

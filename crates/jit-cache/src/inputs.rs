@@ -22,7 +22,7 @@
 //! after the compile, so a file that appeared behind the compiler's back is seen then.
 
 use crate::error::{Error, Result};
-use crate::headers::{findable, hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
+use crate::headers::{hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
 use crate::scan::{scan, Directive};
 use crate::search::{join, parent_rel, Base, Canonical, SearchPath};
 use crate::stamp::Settling;
@@ -45,21 +45,30 @@ pub(crate) fn coarse_now() -> Instant {
     (ts.tv_sec, ts.tv_nsec)
 }
 
-/// The start of a compile: the first tick of the coarse clock after this call, waited for (one
-/// tick at most, 1 to 10 ms by the kernel's HZ). A file changed after the return has a ctime at
-/// or after the value, and one changed before the call an earlier ctime: a source or header
-/// written just before the compile (a JIT library writes its kernel, then builds it) is not
-/// taken for an edit during it, which cost a second compile and an uncached answer. A change
-/// during the wait comes before the compiler reads anything: the content checks see it.
+/// A reading of the coarse clock taken when a build is asked for, before anything of it is read:
+/// every file written before the request has a ctime at or before it.
+pub(crate) fn asked_now() -> Instant {
+    coarse_now()
+}
+
+/// The start of a compile asked for at `asked` ([`asked_now`]): a tick of the coarse clock after
+/// `asked` and no later than the compile. A file changed after the return has a ctime at or
+/// after the value, and one changed before the request an earlier ctime: a source or header
+/// written just before the request (a JIT library writes its kernel, then builds it) is not
+/// taken for an edit during the compile, which cost a second compile and an uncached answer. A
+/// change between the request and the start is seen as an edit (one more compile) or comes
+/// before the compiler reads anything (the content checks see it).
+///
+/// The clock has usually moved while the request was prepared (a key, a lookup, a lock); when it
+/// has not, the start waits for its next tick (1 to 10 ms by the kernel's HZ).
 ///
 /// On a network filesystem timestamps come from the server's clock: a skewed server can make a
 /// change look older than it is (missed here) or newer (one more compile, then an uncached
 /// answer). The content checks around it still hold.
-pub(crate) fn compile_start() -> Instant {
-    let now = coarse_now();
+pub(crate) fn compile_start(asked: Instant) -> Instant {
     loop {
         let tick = coarse_now();
-        if tick > now {
+        if tick > asked {
             return tick;
         }
         // Waiting for the clock to move, not for another thread or process.
@@ -119,10 +128,44 @@ struct Walk<'a> {
     absent: BTreeSet<(Base, PathBuf)>,
     must_stay: BTreeSet<(Base, PathBuf)>,
     canonical: Canonical,
+    looked_up: LookedUp,
 }
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
     rustix::fs::stat(path).ok().map(|st| (st.st_dev, st.st_ino))
+}
+
+/// What one walk found at each path it looked at: `(device, inode, is a directory)`, or None.
+/// The walk tries the same candidates from many includers (every `<cstddef>` of every system
+/// header, in every directory of the chain): one `stat` per path, as of the first look, instead
+/// of thousands. The walk runs after the compile; what it records rests on its own snapshot.
+#[derive(Default)]
+struct LookedUp(HashMap<PathBuf, Option<(u64, u64, bool)>>);
+
+impl LookedUp {
+    fn stat(&mut self, path: &Path) -> Option<(u64, u64, bool)> {
+        if let Some(known) = self.0.get(path) {
+            return *known;
+        }
+        let found = rustix::fs::stat(path).ok().map(|st| {
+            let dir =
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+            (st.st_dev, st.st_ino, dir)
+        });
+        self.0.insert(path.to_path_buf(), found);
+        found
+    }
+
+    /// The identity of a file the compiler would find at `path` (not a directory).
+    fn file(&mut self, path: &Path) -> Option<(u64, u64)> {
+        self.stat(path)
+            .filter(|(_, _, dir)| !dir)
+            .map(|(dev, ino, _)| (dev, ino))
+    }
+
+    fn identity(&mut self, path: &Path) -> Option<(u64, u64)> {
+        self.stat(path).map(|(dev, ino, _)| (dev, ino))
+    }
 }
 
 /// The source of a compile, as the include model sees it.
@@ -155,6 +198,7 @@ pub(crate) fn record(
         absent: BTreeSet::new(),
         must_stay: BTreeSet::new(),
         canonical: Canonical::default(),
+        looked_up: LookedUp::default(),
     };
     let source_id = match source {
         SourceRef::File(path) => identity(path),
@@ -276,7 +320,7 @@ impl Walk<'_> {
     /// The paths the compiler tries for `directive` in `includer`, in order, with their place
     /// when they are in a project directory.
     fn candidates(
-        &self,
+        &mut self,
         includer: &Includer,
         directive: &Directive,
     ) -> Vec<(PathBuf, Option<(Base, PathBuf)>)> {
@@ -287,16 +331,16 @@ impl Walk<'_> {
                 Some((Base::Absolute, name.to_path_buf())),
             )];
         }
-        let chain = self.search.chain(directive.quoted);
+        let search = self.search;
+        let chain = search.chain(directive.quoted);
         let mut start = 0;
         let mut own_dir = directive.quoted;
         if directive.next {
             // GCC continues after the directory that resolved the current file; for a file not
             // found through the chain, `#include_next` is a plain `#include`.
-            if let Some(k) = chain
-                .iter()
-                .position(|c| includer.id.is_some() && identity(&join(c.path, name)) == includer.id)
-            {
+            if let Some(k) = chain.iter().position(|c| {
+                includer.id.is_some() && self.looked_up.identity(&join(c.path, name)) == includer.id
+            }) {
                 start = k + 1;
                 own_dir = false;
             }
@@ -342,14 +386,10 @@ impl Walk<'_> {
         let mut absent = Vec::new();
         let mut present = Vec::new();
         for (path, place) in candidates {
-            let id = rustix::fs::stat(path).ok().filter(|st| {
-                rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory
-            });
-            let Some(st) = id else {
+            let Some(id) = self.looked_up.file(path) else {
                 absent.extend(place.clone());
                 continue;
             };
-            let id = (st.st_dev, st.st_ino);
             let read_index = match &self.read {
                 Some(read) => read.get(&id).copied(),
                 None => Some(self.add_file(path, id)),
@@ -382,11 +422,11 @@ impl Walk<'_> {
             let file = self.files[index].clone();
             let chain = self.search.chain(true);
             let canonical = self.canonical.of_file(&file.spelled);
+            // Directories through the walk's cache: a compile's orphans are tens of system
+            // headers, each tried against every directory of the chain.
             let found_in = chain.iter().position(|c| match (&file.place, c.base) {
                 (Place::Project(base, _), Some(b)) => b == *base,
-                (Place::Other(..), None) => {
-                    std::fs::canonicalize(c.path).is_ok_and(|d| canonical.starts_with(&d))
-                }
+                (Place::Other(..), None) => canonical.starts_with(self.canonical.of_dir(c.path)),
                 _ => false,
             });
             let name = match (&file.place, found_in) {
@@ -410,7 +450,7 @@ impl Walk<'_> {
             earlier.extend(chain[..before].iter().filter_map(|c| c.base));
             for base in earlier {
                 if let Some(path) = self.search.path_of(base, &name) {
-                    if !findable(&path) {
+                    if self.looked_up.file(&path).is_none() {
                         self.absent.insert((base, name.clone()));
                     }
                 }
@@ -521,7 +561,7 @@ mod tests {
         // Written and compiled at once, as a JIT library does: almost always within one tick
         // of the coarse clock, where a start taken as "now" saw the write as an edit.
         std::fs::write(&source, b"__global__ void k() {}\n").expect("write");
-        let started = compile_start();
+        let started = compile_start(asked_now());
         assert!(
             !changed_since(&source, started),
             "a file written before the compile started is no edit during it"

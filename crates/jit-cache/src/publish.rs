@@ -47,6 +47,7 @@ pub(crate) fn lookup_or_build(
     request: &Request,
     toolchain: &Toolchain,
     prepared: &Prepared,
+    asked: Instant,
 ) -> Result<Built> {
     let spec = &request.spec;
     let layout = match &cache.layout {
@@ -57,7 +58,7 @@ pub(crate) fn lookup_or_build(
                 cache.root.display(),
                 spec.name
             );
-            return build_uncached(request, toolchain, warning).map(Built::Answer);
+            return build_uncached(request, toolchain, warning, asked).map(Built::Answer);
         }
     };
     let first = cache.lookup(layout, prepared, spec.kind);
@@ -73,9 +74,9 @@ pub(crate) fn lookup_or_build(
             cache.root.display(),
             spec.name
         );
-        build_uncached(request, toolchain, warning).map(Built::Answer)
+        build_uncached(request, toolchain, warning, asked).map(Built::Answer)
     };
-    match locked_build(cache, layout, request, toolchain, prepared) {
+    match locked_build(cache, layout, request, toolchain, prepared, asked) {
         Err(e) if e.is_storage() => fallback(e.to_string()),
         // The compiler could not write into the cache's filesystem (full, failing): compile
         // where it can.
@@ -94,6 +95,7 @@ fn locked_build(
     request: &Request,
     toolchain: &Toolchain,
     prepared: &Prepared,
+    asked: Instant,
 ) -> Result<Built> {
     let spec = &request.spec;
     let _guard = hooks::lock_key(layout, &prepared.key)?;
@@ -138,7 +140,7 @@ fn locked_build(
         staging.path().join(&artifact_name),
     )?;
     hooks::point("compiling");
-    let compiled = match compile(request, toolchain, scratch.path(), &output) {
+    let compiled = match compile(request, toolchain, scratch.path(), &output, asked) {
         Ok(compiled) => compiled,
         Err((Error::Compile(failure), started)) => {
             record_failure(cache, layout, request, prepared, &failure, started);

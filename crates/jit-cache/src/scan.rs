@@ -31,20 +31,79 @@ pub(crate) fn scan(text: &[u8]) -> Vec<Directive> {
     out
 }
 
-/// Splits off one logical line (backslash-newline continuations joined).
+/// Splits off one logical line (backslash-newline continuations joined). Lines are found with
+/// `memchr`, and a continued line is joined only when it can be an include directive (a miss
+/// scans every header the compile read, megabytes of text, and `#define`s continued over many
+/// lines are common there); any other logical line comes back empty.
 fn logical_line(text: &[u8]) -> (std::borrow::Cow<'_, [u8]>, &[u8]) {
-    let end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
-    let line = &text[..end];
-    let rest = text.get(end + 1..).unwrap_or(&[]);
-    let continued = line.strip_suffix(b"\r").unwrap_or(line).ends_with(b"\\");
-    if !continued || rest.is_empty() {
-        return (std::borrow::Cow::Borrowed(line), rest);
+    let first_end = physical_end(text, 0);
+    let (mut start, mut end) = (0, first_end);
+    while continued(&text[start..end]) && end < text.len() {
+        start = end + 1;
+        end = physical_end(text, start);
     }
-    let mut joined = line.strip_suffix(b"\r").unwrap_or(line).to_vec();
-    joined.pop();
-    let (tail, rest) = logical_line(rest);
-    joined.extend_from_slice(&tail);
+    let rest = after(text, end);
+    if end == first_end {
+        return (std::borrow::Cow::Borrowed(&text[..end]), rest);
+    }
+    if !may_start_include(&text[..first_end]) {
+        return (std::borrow::Cow::Borrowed(&[][..]), rest);
+    }
+    let mut joined = Vec::with_capacity(end);
+    let mut piece_start = 0;
+    loop {
+        let piece_end = physical_end(text, piece_start);
+        let piece = &text[piece_start..piece_end];
+        if piece_end >= end {
+            joined.extend_from_slice(piece);
+            break;
+        }
+        let piece = piece.strip_suffix(b"\r").unwrap_or(piece);
+        joined.extend_from_slice(&piece[..piece.len() - 1]);
+        piece_start = piece_end + 1;
+    }
     (std::borrow::Cow::Owned(joined), rest)
+}
+
+/// Whether the first physical line of a continued logical line can begin an include directive
+/// once joined: blanks (or comments), or a `#` and blanks, then a word that is, or is cut from,
+/// `include`, `include_next` or `import`.
+fn may_start_include(first: &[u8]) -> bool {
+    let body = first.strip_suffix(b"\r").unwrap_or(first);
+    let body = body.strip_suffix(b"\\").unwrap_or(body);
+    let at = skip_blanks(body, 0);
+    if at == body.len() {
+        return true;
+    }
+    if body[at] != b'#' {
+        return false;
+    }
+    let at = skip_blanks(body, at + 1);
+    let word_len = body[at..]
+        .iter()
+        .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+        .unwrap_or(body.len() - at);
+    let word = &body[at..at + word_len];
+    if at + word_len == body.len() {
+        b"include_next".starts_with(word) || b"import".starts_with(word)
+    } else {
+        matches!(word, b"include" | b"include_next" | b"import")
+    }
+}
+
+/// The end (exclusive, before its newline) of the physical line starting at `start`.
+fn physical_end(text: &[u8], start: usize) -> usize {
+    memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |n| start + n)
+}
+
+/// The text after the newline that ends at `end`.
+fn after(text: &[u8], end: usize) -> &[u8] {
+    text.get(end + 1..).unwrap_or(&[])
+}
+
+/// Whether a physical line ends with a backslash (before an optional `\r`).
+fn continued(line: &[u8]) -> bool {
+    line.strip_suffix(b"\r").unwrap_or(line).ends_with(b"\\")
 }
 
 fn skip_blanks(line: &[u8], mut at: usize) -> usize {
@@ -131,10 +190,68 @@ mod tests {
     }
 
     #[test]
+    fn continued_lines_join_only_into_directives() {
+        let text = b"#imp\\\nort \"i.h\"\n  \\\n#include <j.h>\n#define M(x) \\\n  x \\\n#include \"no.h\"\n\
+            int y = 1; \\\n#include \"no2.h\"\n#include_ne\\\r\nxt <k.h>\n";
+        assert_eq!(
+            scan(text),
+            vec![
+                d(true, false, b"i.h"),
+                d(false, false, b"j.h"),
+                d(false, true, b"k.h")
+            ]
+        );
+        assert_eq!(scan(text), reference(text));
+    }
+
+    #[test]
     fn a_macro_include_is_skipped() {
         assert!(
             scan(b"#define H \"x.h\"\n#include H\n").is_empty(),
             "`#include H` names a macro, not a header"
         );
+    }
+
+    /// The scan before lines were found with `memchr` and joined lazily: every continued line
+    /// joined, every logical line parsed.
+    fn reference(text: &[u8]) -> Vec<Directive> {
+        fn logical(text: &[u8]) -> (Vec<u8>, &[u8]) {
+            let end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
+            let line = &text[..end];
+            let rest = text.get(end + 1..).unwrap_or(&[]);
+            let trimmed = line.strip_suffix(b"\r").unwrap_or(line);
+            if !trimmed.ends_with(b"\\") || rest.is_empty() {
+                return (line.to_vec(), rest);
+            }
+            let mut joined = trimmed[..trimmed.len() - 1].to_vec();
+            let (tail, rest) = logical(rest);
+            joined.extend_from_slice(&tail);
+            (joined, rest)
+        }
+        let mut out = Vec::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            let (line, next) = logical(rest);
+            rest = next;
+            out.extend(directive(&line));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fast_scan_finds_what_joining_every_line_finds(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "#", "# ", "include", "inc", "lude", "_next", "import", "imp", "ort", "define", "x",
+                    " ", "\t", "\\\n", "\\\r\n", "\n", "\r\n", "\"a.h\"", "<b/c.h>", "/*", "*/",
+                    "\"", "<", ">", "\\",
+                ]),
+                0..40,
+            )
+        ) {
+            let text = pieces.concat().into_bytes();
+            proptest::prop_assert_eq!(scan(&text), reference(&text));
+        }
     }
 }

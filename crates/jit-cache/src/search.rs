@@ -142,16 +142,17 @@ impl SearchPath {
         chain
     }
 
-    /// Where a file the compiler read belongs, from the path it was read under: the most
-    /// specific project directory that spells a prefix of it, else the toolkit or an installed
-    /// directory (by canonical path), else an absolute project path.
+    /// [`SearchPath::classify_with`] with a cache of its own (tests).
+    #[cfg(test)]
     pub(crate) fn classify(&self, spelled: &Path) -> (Base, PathBuf) {
         self.classify_with(spelled, &mut Canonical::default())
     }
 
-    /// [`SearchPath::classify`], canonicalising through `canonical` (shared by one walk, so
-    /// the two hundred toolkit headers of a compile cost a few directory lookups, not one
-    /// `realpath` each).
+    /// Where a file the compiler read belongs, from the path it was read under: the most
+    /// specific project directory that spells a prefix of it, else the toolkit or an installed
+    /// directory (by canonical path), else an absolute project path. Canonical paths come
+    /// through `canonical`, shared by every file of one compile, so its hundreds of headers cost
+    /// a `realpath` per directory, not one each.
     pub(crate) fn classify_with(
         &self,
         spelled: &Path,
