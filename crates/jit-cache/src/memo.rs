@@ -15,7 +15,7 @@ use fingerprint::Digest;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// The memos of one cache handle.
 #[derive(Default)]
@@ -28,11 +28,7 @@ pub(crate) struct Memos {
 /// and are not checked again; project headers and absences are, on every hit.
 #[derive(Clone)]
 struct EntryMemo {
-    /// Everything the entry depends on, shared with the answer that was remembered.
-    all_inputs: Arc<Inputs>,
-    /// The part checked again ([`Inputs::project_part`]), taken out of `all_inputs` at the
-    /// first repeated request: a process that asks once (the launcher) never pays for it.
-    inputs: Arc<OnceLock<Inputs>>,
+    inputs: Arc<Inputs>,
     bytes: Arc<[u8]>,
     path: PathBuf,
     kind: nvcc::OutputKind,
@@ -134,10 +130,9 @@ impl Memos {
             None => {
                 // Stamps first, then the full check: a change made between the two fails the
                 // precomputed check next time.
-                let inputs = memo.inputs.get_or_init(|| memo.all_inputs.project_part());
-                let stamped = FastCheck::stamp(inputs, &prepared.search).map(Arc::new);
+                let stamped = FastCheck::stamp(&memo.inputs, &prepared.search).map(Arc::new);
                 let ok = cache
-                    .revalidate(&inputs.headers, &inputs.absent, &prepared.search)
+                    .revalidate(&memo.inputs.headers, &memo.inputs.absent, &prepared.search)
                     .is_ok();
                 if ok && stamped.is_some() {
                     if let Some(entry) = self
@@ -178,8 +173,7 @@ impl Memos {
             return;
         };
         let memo = EntryMemo {
-            all_inputs: Arc::clone(inputs),
-            inputs: Arc::new(OnceLock::new()),
+            inputs: Arc::new(inputs.project_part()),
             fast: None,
             bytes: answer.artifact.shared_bytes(),
             path: answer.artifact.path().to_path_buf(),
