@@ -21,8 +21,8 @@ pub(crate) struct HeaderRecord {
     /// The name under the base's directory, as the compiler spelled it (bytes, `..` kept).
     pub(crate) rel: PathBuf,
     pub(crate) digest: Digest,
-    /// The file's stat tuple when it was hashed, if it was then old enough to trust (git's racy
-    /// rule): an identical tuple later proves the same content without hashing. Never part of a
+    /// The file's stat tuple when it was hashed, if it was then settled (`stamp.rs`): an identical
+    /// tuple later proves the same content without hashing. Never part of a
     /// variant's identity (another host sees other tuples and re-hashes).
     pub(crate) stamp: Option<StatStamp>,
 }
@@ -66,8 +66,8 @@ impl Inputs {
 /// Hashes a header the slow way (through the stat cache), for records without a usable stamp.
 pub(crate) type SlowHash<'a> = dyn FnMut(&Path) -> Option<Digest> + 'a;
 
-/// Hashes `path` and, when the file did not change while it was hashed and is old enough, returns
-/// a stamp to trust later.
+/// Hashes `path` and, when the file did not change while it was hashed and its stamp is settled
+/// against `settling` (made before the file was read), returns a stamp to trust later.
 pub(crate) fn hash_with_stamp(
     path: &Path,
     stat: &mut StatCache,

@@ -39,8 +39,11 @@
 //!   a loser that cannot see the winner's entry yet (negative lookup cache) uses a private copy.
 //! - Toolkit headers and the host compiler's built-in directories are revalidated once per
 //!   process; everything else on every hit. A header whose stat tuple (device, inode, size,
-//!   mtime, ctime) is unchanged since it was hashed, and was then older than two seconds, is taken
-//!   as unchanged without re-hashing (git's racy-timestamp rule).
+//!   mtime, ctime) is unchanged since it was hashed is taken as unchanged without re-hashing when
+//!   the tuple was settled then: older than a reading of the kernel's coarse clock taken before
+//!   the file was read, on a local filesystem with nanosecond timestamps (a second older with
+//!   whole-second timestamps); older than two seconds on NFS, FUSE or an unknown filesystem,
+//!   whose timestamps may come from a server's clock (git's racy-timestamp problem).
 //! - `__has_include` probes leave no trace in the compiler's dependency file: a header added where
 //!   only such a probe looked is not seen. A header reached through `#include MACRO` is recorded
 //!   conservatively (absent in every earlier search directory), not in its includer's directory.
