@@ -45,22 +45,26 @@ pub(crate) fn coarse_now() -> Instant {
     (ts.tv_sec, ts.tv_nsec)
 }
 
-/// A reading of the coarse clock taken when a build is asked for, before anything of it is read:
-/// every file written before the request has a ctime at or before it.
+/// A reading of the fine realtime clock taken when a build is asked for, before anything of it is
+/// read: every file written before the request has a ctime at or before it. Not the coarse
+/// clock: with multigrain timestamps (Linux 6.13+) a file may get a fine-grained ctime later
+/// than the coarse clock's reading at the time, and the coarse clock's next value (the tick's
+/// nominal time) may still be earlier than that ctime when the tick is handled late (a VM).
 pub(crate) fn asked_now() -> Instant {
-    coarse_now()
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    (ts.tv_sec, ts.tv_nsec)
 }
 
-/// The start of a compile asked for at `asked` ([`asked_now`]): a tick of the coarse clock after
-/// `asked` and no later than the compile. A file changed after the return has a ctime at or
+/// The start of a compile asked for at `asked` ([`asked_now`]): a value of the coarse clock
+/// after `asked` and no later than the compile. A file changed after the return has a ctime at or
 /// after the value, and one changed before the request an earlier ctime: a source or header
 /// written just before the request (a JIT library writes its kernel, then builds it) is not
 /// taken for an edit during the compile, which cost a second compile and an uncached answer. A
 /// change between the request and the start is seen as an edit (one more compile) or comes
 /// before the compiler reads anything (the content checks see it).
 ///
-/// The clock has usually moved while the request was prepared (a key, a lookup, a lock); when it
-/// has not, the start waits for its next tick (1 to 10 ms by the kernel's HZ).
+/// When preparing the request (a key, a lookup, a lock) did not already take the coarse clock
+/// past `asked`, the start waits for its next tick (1 to 10 ms by the kernel's HZ).
 ///
 /// On a network filesystem timestamps come from the server's clock: a skewed server can make a
 /// change look older than it is (missed here) or newer (one more compile, then an uncached
