@@ -199,11 +199,10 @@ fn path_list(value: Option<std::ffi::OsString>, working_dir: &Path) -> Vec<PathB
 }
 
 /// Whether `arg`, spelled alone, is an nvcc option whose value is the next argument: nvcc's own
-/// table (`nvcc::options`, which the launcher parses by too), plus `-Xcudafe`, which nvcc
-/// accepts without documenting it. A value is then never read as an option, and an option that
-/// takes none never swallows the search flag after it.
+/// table (`nvcc::options`, which the launcher parses by too). A value is then never read as an
+/// option, and an option that takes none never swallows the search flag after it.
 fn takes_next_value(arg: &str) -> bool {
-    arg == "-Xcudafe" || nvcc::options::find(arg).is_some_and(|o| o.value)
+    nvcc::options::find(arg).is_some_and(|o| o.value)
 }
 
 /// Options refused because they fight the cache's own use of the compiler.

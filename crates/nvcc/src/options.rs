@@ -183,6 +183,10 @@ pub const OPTIONS: &[Opt] = &[
     o("-m64", "--m64", false, Keyed),
     o("-Xlinker", "--linker-options", true, Keyed),
     o("-Xptxas", "--ptxas-options", true, Keyed),
+    // Accepted by nvcc 13.5 though `--help` does not list them (FlashInfer passes the first
+    // with every module).
+    o("-Xfatbin", "--fatbin-options", true, Keyed),
+    o("-Xcudafe", "--cudafe-options", true, Keyed),
     o("-Xnvlink", "--nvlink-options", true, Keyed),
     o(
         "-static-global-template-stub",
