@@ -21,7 +21,8 @@ use fs_testbed::namespace as ns;
 pub struct Options {
     /// How many hosts mount the store.
     pub hosts: usize,
-    /// Attribute, entry and negative-entry cache timeout of every mount (NFS `actimeo`).
+    /// Attribute, entry and negative-entry cache timeout of every mount (NFS `actimeo`); see
+    /// [`Cluster::start_with_actimeos`] for one per host.
     pub actimeo: Duration,
     /// Whether locks reach every host.
     pub locks: Locks,
@@ -89,6 +90,16 @@ impl Cluster {
     /// # Errors
     /// [`Skipped`] without root or `/dev/fuse`, or when a mount fails.
     pub fn start(options: Options) -> Result<Cluster, Skipped> {
+        Cluster::start_with_actimeos(&vec![options.actimeo; options.hosts], options.locks)
+    }
+
+    /// Mounts the store once per element of `actimeos`, host `i` caching for `actimeos[i]`
+    /// (as NFS clients that mounted one export with different `actimeo`s): for instance a
+    /// writer that always asks the server beside a reader that trusts its cache.
+    ///
+    /// # Errors
+    /// As [`Cluster::start`].
+    pub fn start_with_actimeos(actimeos: &[Duration], locks: Locks) -> Result<Cluster, Skipped> {
         let skip = |reason: String| Skipped { reason };
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
@@ -112,14 +123,14 @@ impl Cluster {
             mountpoint,
             _scratch: scratch,
         };
-        for index in 0..options.hosts {
-            let host = cluster.start_host(index, options).map_err(skip)?;
+        for (index, actimeo) in actimeos.iter().enumerate() {
+            let host = cluster.start_host(index, *actimeo, locks).map_err(skip)?;
             cluster.hosts.push(host);
         }
         Ok(cluster)
     }
 
-    fn start_host(&self, index: usize, options: Options) -> Result<Host, String> {
+    fn start_host(&self, index: usize, actimeo: Duration, locks: Locks) -> Result<Host, String> {
         let (jobs, inbox) = channel::<Job>();
         let (ready, started) = channel::<Result<(), String>>();
         let store = Arc::clone(&self.store);
@@ -135,7 +146,8 @@ impl Cluster {
                     index,
                     store,
                     mountpoint,
-                    options,
+                    actimeo,
+                    locks,
                     session: None,
                     connection: 0,
                 };
@@ -264,7 +276,8 @@ struct HostMount {
     index: usize,
     store: Arc<Mutex<Store>>,
     mountpoint: PathBuf,
-    options: Options,
+    actimeo: Duration,
+    locks: Locks,
     session: Option<BackgroundSession>,
     connection: u64,
 }
@@ -281,15 +294,22 @@ impl HostMount {
             MountOption::DefaultPermissions,
             MountOption::RW,
         ];
+        let notifier = Arc::new(std::sync::OnceLock::new());
         let fs = HostFs {
             host: self.index,
             store: Arc::clone(&self.store),
-            actimeo: self.options.actimeo,
-            locks: self.options.locks,
+            actimeo: self.actimeo,
+            locks: self.locks,
             negatives: Mutex::new(std::collections::HashMap::new()),
+            notifier: Arc::clone(&notifier),
         };
         let session = Session::new(fs, &self.mountpoint, &config)
-            .and_then(Session::spawn)
+            .and_then(|session| {
+                // The handshake is done and no request has been read yet: the open handler
+                // finds the notifier set.
+                let _ = notifier.set(session.notifier());
+                session.spawn()
+            })
             .map_err(|e| {
                 std::io::Error::new(
                     e.kind(),

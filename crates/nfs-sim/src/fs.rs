@@ -1,17 +1,26 @@
 //! One host's NFS client, as the kernel's FUSE client plus this daemon: the kernel caches
 //! attributes, entries and negative entries for `actimeo`; data is read from the server on
 //! every read (direct I/O), so a reader sees what a writer closed (close-to-open).
+//!
+//! Attributes follow NFS's close-to-open rule too. A plain `stat` is answered from the kernel's
+//! cache while it is fresh, and `statx(AT_STATX_FORCE_SYNC)` always reaches this daemon (the
+//! kernel's FUSE client sends GETATTR for it), as on NFS. An `open` does not refresh FUSE's
+//! cached attributes, where an NFS client asks the server at every open of a file or directory
+//! (`nfs_lookup_verify_inode`, unless mounted `nocto`): the daemon drops them itself
+//! (`HostFs::revalidate`), so the next `stat` or `fstat` fetches them (at that stat, not at the
+//! open: see the crate's limitations), and an open of a file the server no longer links is
+//! stale, so the kernel looks its name up again (`Store::opened`).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    KernelConfig, LockOwner, Notifier, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
 };
 
 use crate::store::{Body, Ino, Lock, Node, Store};
@@ -27,6 +36,9 @@ pub(crate) struct HostFs {
     /// keeps it (`nfs_neg_need_reval`): the client's memory of a miss is kept here too, so a
     /// loser's failed rename does not reveal the winner before `actimeo` ends (DeepEP #684).
     pub(crate) negatives: Mutex<HashMap<(Ino, OsString), Instant>>,
+    /// This host's channel for notifications to its kernel, set once the mount's handshake is
+    /// done and before the first request is read.
+    pub(crate) notifier: Arc<OnceLock<Notifier>>,
 }
 
 fn attr(ino: Ino, node: &Node) -> FileAttr {
@@ -92,6 +104,28 @@ impl HostFs {
     /// This host created or moved `name` into `parent` itself: its own miss is forgotten.
     fn forget_miss(&self, parent: Ino, name: &OsStr) {
         self.negatives().remove(&(parent, name.to_owned()));
+    }
+
+    /// Close-to-open for attributes: drops this host's cached attributes of `ino` before an open
+    /// of it is answered, so the opener's `fstat`, and every `stat` after it, fetch them from
+    /// the server. The notification is written to `/dev/fuse` from this handler and applied by
+    /// the kernel before the write returns, hence before the open does. It names attributes
+    /// only (offset -1: no page-cache range), which the kernel drops under no lock an open holds
+    /// and without waiting on any request of this daemon: sent from inside the OPEN handler, it
+    /// cannot deadlock.
+    fn revalidate(&self, ino: Ino) -> Result<(), Errno> {
+        if self.actimeo.is_zero() {
+            // Nothing is cached beyond the request that fetched it.
+            return Ok(());
+        }
+        let Some(notifier) = self.notifier.get() else {
+            return Err(Errno::EIO);
+        };
+        // An open that cannot revalidate fails rather than quietly serve the cache (fuser
+        // ignores ENOENT: the kernel had no attributes of it to drop).
+        notifier
+            .inval_inode(INodeNo(ino), -1, 0)
+            .map_err(|e| errno(e.raw_os_error().unwrap_or(libc::EIO)))
     }
 
     fn entry_of(&self, store: &Store, ino: Ino, reply: ReplyEntry) {
@@ -282,11 +316,14 @@ impl Filesystem for HostFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.store().opened(self.host, ino.0) {
+        let opened = self
+            .revalidate(ino.0)
+            .and_then(|()| self.store().opened(self.host, ino.0).map_err(errno));
+        match opened {
             // Direct I/O: every read asks the server, so data closed by another host is seen at
             // the next open (close-to-open) whatever the cached size says.
             Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -393,8 +430,13 @@ impl Filesystem for HostFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.store().node(self.host, ino.0).map(Node::is_dir) {
-            Ok(true) => reply.opened(FileHandle(0), FopenFlags::empty()),
+        let is_dir = self.store().node(self.host, ino.0).map(Node::is_dir);
+        match is_dir {
+            // NFS revalidates a directory at open as it does a file.
+            Ok(true) => match self.revalidate(ino.0) {
+                Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            },
             Ok(false) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno(e)),
         }

@@ -317,8 +317,15 @@ impl Store {
         Ok(())
     }
 
+    /// `host` opens `ino`. A file no longer linked on the server is stale to a new open even
+    /// where this host still holds it open: an NFS client revalidates at open (its GETATTR of the
+    /// old file handle fails, or NFSv4 opens by name), and on ESTALE the kernel looks the name up
+    /// again, so the opener gets the file the name now names.
     pub(crate) fn opened(&mut self, host: usize, ino: Ino) -> Result<(), i32> {
         let node = self.node_mut(host, ino)?;
+        if node.nlink == 0 {
+            return Err(libc::ESTALE);
+        }
         *node.open_by.entry(host).or_insert(0) += 1;
         Ok(())
     }

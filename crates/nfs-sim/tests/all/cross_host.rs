@@ -118,13 +118,13 @@ fn negative_control_pins_by_directory_flock_only_let_another_host_evict_a_held_e
 /// Host 0 built a kernel long ago (its stamp aged past the grace). Host 1's `clear` looks at the
 /// stamp and stops just before it moves the entry aside (failpoint `evicting:pause`); host 0 then
 /// hits the entry and holds it; host 1 goes on (with `bug` injected there). Returns host 1's
-/// clear report and host 0's answer. actimeo 0: the second look opens each file, which on a real
-/// NFS client revalidates its attributes (close-to-open), but nfs-sim's attribute cache is the
-/// kernel's FUSE cache, which an open does not refresh.
+/// clear report and host 0's answer. actimeo 3 s: host 1's first look cached the entry's
+/// attributes, and its second look sees the hit only because it opens each file, which
+/// revalidates them (close-to-open; without nfs-sim's revalidation at open this test fails).
 fn hit_between_an_evictions_look_and_its_move(
     bug: Option<&str>,
 ) -> Option<(serde_json::Value, serde_json::Value)> {
-    let c = cluster(2, Duration::ZERO, Locks::Shared)?;
+    let c = cluster(2, Duration::from_secs(3), Locks::Shared)?;
     let bench = Bench::new();
     let root_s = c.root().join("cache").to_str().expect("utf-8").to_string();
     let nvcc = bench.nvcc.to_str().expect("utf-8").to_string();

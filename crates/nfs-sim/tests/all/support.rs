@@ -22,6 +22,18 @@ pub fn cluster(hosts: usize, actimeo: Duration, locks: Locks) -> Option<Cluster>
     }
 }
 
+/// Starts one host per element of `actimeos`, each caching for its own; skips as [`cluster`].
+pub fn cluster_with(actimeos: &[Duration], locks: Locks) -> Option<Cluster> {
+    match Cluster::start_with_actimeos(actimeos, locks) {
+        Ok(cluster) => Some(cluster),
+        Err(skipped) if fs_testbed::skips_are_failures() => panic!("{skipped}"),
+        Err(skipped) => {
+            eprintln!("{skipped}");
+            None
+        }
+    }
+}
+
 /// Waits for a condition with a bound (never a sleep used as a barrier).
 pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -201,4 +213,99 @@ impl Holder {
         std::fs::write(&self.release, b"").expect("release the holder");
         answer(self.child)
     }
+}
+
+/// The attributes a stat showed that another host's rewrite changes: identity, size, times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+impl Seen {
+    pub fn of_stat(st: &rustix::fs::Stat) -> Seen {
+        Seen {
+            ino: st.st_ino,
+            size: st.st_size as u64,
+            mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+            ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+        }
+    }
+
+    pub fn of_statx(st: &rustix::fs::Statx) -> Seen {
+        Seen {
+            ino: st.stx_ino,
+            size: st.stx_size,
+            mtime: (st.stx_mtime.tv_sec, i64::from(st.stx_mtime.tv_nsec)),
+            ctime: (st.stx_ctime.tv_sec, i64::from(st.stx_ctime.tv_nsec)),
+        }
+    }
+}
+
+/// A plain `stat` (`newfstatat`), as the cache's hit path makes: answered from the host's
+/// attribute cache while it is fresh.
+pub fn plain_stat(path: &Path) -> Seen {
+    Seen::of_stat(&rustix::fs::stat(path).expect("stat"))
+}
+
+/// `statx(AT_STATX_FORCE_SYNC)`: the server's attributes, whatever the host has cached.
+pub fn forced_statx(path: &Path) -> Seen {
+    let st = rustix::fs::statx(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::STATX_FORCE_SYNC,
+        rustix::fs::StatxFlags::BASIC_STATS,
+    )
+    .expect("statx(AT_STATX_FORCE_SYNC)");
+    Seen::of_statx(&st)
+}
+
+/// `open` + `fstat`: the open revalidates the attributes (close-to-open). Returns the file too.
+pub fn opened_stat(path: &Path) -> (Seen, std::fs::File) {
+    let file = std::fs::File::open(path).expect("open");
+    (
+        Seen::of_stat(&rustix::fs::fstat(&file).expect("fstat")),
+        file,
+    )
+}
+
+/// How long attributes a host fetched stay cached there: from a moment taken just before the
+/// fetch, `actimeo`. An observation that relies on the cache (a stale stat) proves something
+/// only if it ended while the window was still open.
+#[derive(Debug, Clone, Copy)]
+pub struct AttrWindow {
+    closes: Instant,
+}
+
+impl AttrWindow {
+    /// Call just before the host fetches the attributes (its first stat of the path).
+    pub fn opening_now(actimeo: Duration) -> AttrWindow {
+        AttrWindow {
+            closes: Instant::now() + actimeo,
+        }
+    }
+
+    /// Whether attributes fetched after the window opened are surely still cached now.
+    pub fn is_open(&self) -> bool {
+        Instant::now() < self.closes
+    }
+}
+
+/// Runs `scenario` (given its attempt number, for fresh names) until it is conclusive: it
+/// returns `None` when the window closed before an observation that relied on the cache had
+/// ended (the machine was slower than `actimeo`), and is then run again, at most 3 times.
+/// Nothing is asserted on the cache's content once its window may have closed.
+pub fn within_actimeo<R>(
+    actimeo: Duration,
+    mut scenario: impl FnMut(usize, AttrWindow) -> Option<R>,
+) -> R {
+    for attempt in 0..3 {
+        if let Some(r) = scenario(attempt, AttrWindow::opening_now(actimeo)) {
+            return r;
+        }
+        eprintln!("attempt {attempt} outlasted actimeo {actimeo:?}: inconclusive, once more");
+    }
+    panic!("three attempts each outlasted actimeo {actimeo:?}: this machine is too slow for it")
 }
