@@ -367,7 +367,7 @@ fn eight_identical(dir: &Path, nvcc: &Path) {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *\" -E \"*) ;; *) echo x >> '{}' ;; esac\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" -dryrun \"*) ;; *\" -E \"*) ;; *) echo x >> '{}' ;; esac\nexec '{}' \"$@\"\n",
             log.display(),
             nvcc.display()
         ),

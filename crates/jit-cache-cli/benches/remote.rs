@@ -91,7 +91,7 @@ fn counting_nvcc(dir: &Path, nvcc: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *) echo \"$*\" >> '{}' ;; esac\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" -dryrun \"*) ;; *) echo \"$*\" >> '{}' ;; esac\nexec '{}' \"$@\"\n",
             log.display(),
             nvcc.display()
         ),
@@ -242,19 +242,30 @@ fn fleet_run(work: &Path, nvcc: &Path, jobs: Jobs) -> FleetRun {
     let ours_redis = Server::start(&work.join("redis-ours"));
     let (our_nvcc, our_log) = counting_nvcc(&work.join("our-wrapper"), nvcc);
     let url = ours_redis.url();
+    // As a build tree spells them, like ccache's (relative names in each host's checkout): the
+    // same command on every host.
     let our_cmd = |h: usize, host_sources: &[PathBuf]| {
         let mut cmd = jit_cache_cmd(&work.join(format!("host{h}/jit-cache")), &our_nvcc);
-        cmd.args(["--remote", &url, "build", "-j", &width.to_string(), "-I"])
-            .arg(host_sources[0].parent().expect("checkout").join("include"));
+        cmd.args([
+            "--remote",
+            &url,
+            "build",
+            "-j",
+            &width.to_string(),
+            "-I",
+            "include",
+        ])
+        .current_dir(host_sources[0].parent().expect("checkout"));
         cmd
     };
+    let name = |source: &Path| PathBuf::from(source.file_name().expect("name"));
     let our_host = |h: usize, host_sources: &[PathBuf]| match jobs {
         Jobs::One => each_source(host_sources, 1, &|source| {
             let mut cmd = our_cmd(h, host_sources);
-            cmd.arg(source);
+            cmd.arg(name(source));
             cmd
         }),
-        Jobs::Two => run_ok(our_cmd(h, host_sources).args(host_sources)),
+        Jobs::Two => run_ok(our_cmd(h, host_sources).args(host_sources.iter().map(|s| name(s)))),
     };
     let our_wall = warm_fleet(&sources, &our_host);
     FleetRun {

@@ -6,6 +6,7 @@
 //! (the same key *and* the same search path), so two trees whose sources are identical never
 //! receive each other's artifact.
 
+use crate::counters::Event;
 use crate::entry::Artifact;
 use crate::error::{CompileFailed, Error, Result};
 use crate::headers::{self, AbsenceGroup, HeaderRecord, Inputs, Mismatch};
@@ -138,6 +139,8 @@ pub struct Cache {
     flights: SingleFlight<(Digest, SearchPath), FlightResult>,
     /// Builds of a batch in progress: the stat cache is then saved once, at the batch's end.
     pub(crate) batch_depth: std::sync::atomic::AtomicUsize,
+    /// How requests were answered since the counts were last saved (`counters.rs`).
+    pub(crate) counters: crate::counters::Counters,
 }
 
 impl std::fmt::Debug for Cache {
@@ -187,6 +190,7 @@ impl Cache {
             memos: Memos::default(),
             flights: SingleFlight::new(),
             batch_depth: std::sync::atomic::AtomicUsize::new(0),
+            counters: crate::counters::Counters::default(),
         })
     }
 
@@ -248,9 +252,20 @@ impl Cache {
             headers,
             absent,
             search,
+            self.look(),
             &mut |p: &Path| self.with_stat_cache(|s| s.hash_file(p).ok()),
             &mut confirmed,
         )
+    }
+
+    /// How a hit looks at files: with the server's attributes under the shared protocol.
+    pub(crate) fn look(&self) -> headers::Look {
+        match &self.layout {
+            Ok(layout) if layout.protocol == crate::fstype::Protocol::Shared => {
+                headers::Look::Fresh
+            }
+            _ => headers::Look::Cached,
+        }
     }
 
     /// Computes the key of a resolved request.
@@ -287,6 +302,7 @@ impl Cache {
             let asked = crate::inputs::asked_now();
             let (toolchain, prepared) = self.memos.prepare(self, request, fresh)?;
             if let Some(hit) = self.memos.hit(self, &prepared) {
+                self.counters.count(Event::Hit);
                 return Ok(hit);
             }
             let flight = (prepared.key, prepared.search.clone());
@@ -296,18 +312,35 @@ impl Cache {
             });
             match result {
                 Ok(Built::Answer(answer)) => {
+                    // An answer with a warning was counted where it was made.
+                    if answer.warning.is_none() {
+                        self.counters.count(match answer.outcome {
+                            Outcome::Hit => Event::Hit,
+                            Outcome::Fetched => Event::Fetched,
+                            Outcome::Built | Outcome::Rebuilt { .. } => Event::Built,
+                        });
+                    }
                     self.memos.remember(&prepared, &answer);
                     return Ok(answer);
                 }
-                Ok(Built::Moved { .. }) if !fresh => fresh = true,
-                Ok(Built::Moved { path, bytes }) => {
+                // An input that moved may settle: compile once more.
+                Ok(Built::Unproven {
+                    why: crate::inputs::Unproven::Moved(_),
+                    ..
+                }) if !fresh => fresh = true,
+                Ok(Built::Unproven { why, bytes }) => {
+                    self.counters.count(Event::NotCached(why.kind()));
                     let artifact = crate::compile::private_copy(request.spec.kind, bytes.to_vec())?;
+                    let twice = if matches!(why, crate::inputs::Unproven::Moved(_)) {
+                        ", twice"
+                    } else {
+                        ""
+                    };
                     return Ok(Answer {
                         artifact,
                         outcome: Outcome::Built,
                         warning: Some(format!(
-                            "{} changed while `{}` compiled, twice; its artifact is not cached",
-                            path.display(),
+                            "`{}` is not cached: {why}{twice}",
                             request.spec.name
                         )),
                         inputs: None,
@@ -389,6 +422,9 @@ impl Cache {
     /// dropping the handle does: for a process that ends without dropping it.
     pub fn save_state(&self) {
         self.save_stat_cache();
+        if let Ok(layout) = &self.layout {
+            self.counters.save(layout);
+        }
     }
 
     /// Persists the stat cache when it changed (it saves re-hashing in the next process), unless
@@ -411,7 +447,7 @@ impl Cache {
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        self.save_stat_cache();
+        self.save_state();
     }
 }
 

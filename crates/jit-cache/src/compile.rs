@@ -1,11 +1,17 @@
 //! Running the compiler for a resolved request, and telling the source's failures from the
 //! environment's.
 //!
-//! nvcc runs in the request's working directory (relative paths in the environment's flags and a
-//! forced include's first lookup mean what they meant to the caller), with the request's absolute
-//! paths. A failure is the source's only when nvcc exited non-zero on its own: a timeout, a signal
-//! (the OOM killer) or an error writing outputs or temporaries (`No space left on device`) is not,
-//! and is never recorded or replayed.
+//! nvcc runs in the request's working directory with the source and every directory as the
+//! request spelled them, as the caller's own nvcc would (so `__FILE__` and diagnostics name what
+//! they would name), and with a private `TMPDIR`, so that nothing it writes or lists on the way is
+//! shared.
+//!
+//! A failure is the source's only when nvcc exited non-zero on its own and the places the compile
+//! wrote (the output's directory, its `TMPDIR`) are evidently healthy afterwards: writable, not
+//! read-only, with free space and inodes, and a small probe written and fsynced there succeeds.
+//! That evidence does not depend on the language the compiler speaks (a German GCC says "Auf dem
+//! Gerät ist kein Speicherplatz mehr verfügbar"). A timeout, a signal (the OOM killer), or a
+//! failure without that evidence is the environment's and is never recorded or replayed.
 
 use crate::cache::{Answer, Outcome};
 use crate::entry::{self, Artifact};
@@ -18,7 +24,12 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What the compiler said when the environment, not the source, failed it.
+/// Less free space than this where the compile wrote, after it failed, is evidence that the
+/// disk failed it (nvcc removes its temporaries on the way out, so what is left is a floor).
+const LOW_SPACE_BYTES: u64 = 64 << 20;
+
+/// What the compiler said (in English, the C locale's words) when the environment failed it:
+/// more evidence, never the only evidence.
 const ENVIRONMENT_ERRORS: &[&str] = &[
     "No space left on device",
     "Input/output error",
@@ -31,8 +42,11 @@ const ENVIRONMENT_ERRORS: &[&str] = &[
 /// A successful compile, before publication.
 pub(crate) struct Compiled {
     pub(crate) artifact_bytes: Vec<u8>,
-    /// Every file the compile read (from its dependency file), as the compiler spelled it.
+    /// Every file the compile read (from its dependency file), resolved against the working
+    /// directory.
     pub(crate) read: Vec<PathBuf>,
+    /// The same files as the dependency file spells them.
+    pub(crate) spelled: Vec<PathBuf>,
     /// The compiler's stderr (warnings), kept in the entry's compiler record.
     pub(crate) stderr: String,
     pub(crate) compile_ms: u64,
@@ -50,8 +64,8 @@ pub(crate) fn compile(
     asked: Instant,
 ) -> std::result::Result<Compiled, (Error, Option<Instant>)> {
     let spec = &request.spec;
-    let source = match (&spec.source, &request.source_path) {
-        (Source::File(_), Some(path)) => path.clone(),
+    let source = match (&spec.source, &request.source_spelled) {
+        (Source::File(_), Some(spelled)) => spelled.clone(),
         (Source::Text { file_name, text }, _) => {
             let path = scratch.join(file_name);
             std::fs::write(&path, text)
@@ -69,8 +83,12 @@ pub(crate) fn compile(
             ))
         }
     };
-    let mut job =
-        nvcc::CompileJob::new(&source, output, spec.kind).working_dir(&request.working_dir);
+    // nvcc's temporaries (and its listing of its temporary directory) stay private to this
+    // compile; on the local disk, even when the cache root is on NFS.
+    let tmp = private_dir().map_err(|e| (e, None))?;
+    let mut job = nvcc::CompileJob::new(&source, output, spec.kind)
+        .working_dir(&request.working_dir)
+        .env("TMPDIR", tmp.path());
     if spec.kind == nvcc::OutputKind::Fatbin {
         for arch in &spec.arches {
             job = job.gencode(&arch.replace("sm_", "compute_"), arch);
@@ -79,14 +97,12 @@ pub(crate) fn compile(
         job = job.arch(arch);
     }
     // An empty arch list leaves the targets to the flags (`-arch`, `-gencode`, ...) or to nvcc's
-    // default: the launcher passes a command line's own targets that way.
-    for dir in &request.include_dirs {
-        job = job.include_dir(dir);
-    }
+    // default: the launcher passes a command line's own targets that way. The spec's include
+    // directories are among the request's flags, as spelled.
     for (name, value) in &spec.defines {
         job = job.define(name, value.as_deref());
     }
-    for flag in &request.flags {
+    for flag in &request.nvcc_flags {
         job = job.flag(flag.clone());
     }
     if let Some(timeout) = spec.timeout {
@@ -96,7 +112,11 @@ pub(crate) fn compile(
     let clock = std::time::Instant::now();
     let result = toolchain.nvcc.compile(&job);
     let compile_ms = clock.elapsed().as_millis() as u64;
-    let out = result.map_err(|e| (failure(&spec.name, e), Some(started)))?;
+    let written: Vec<&Path> = [output.parent(), Some(tmp.path())]
+        .into_iter()
+        .flatten()
+        .collect();
+    let out = result.map_err(|e| (failure(&spec.name, e, &written), Some(started)))?;
     let artifact_bytes = std::fs::read(output).map_err(|e| {
         (
             Error::io("read compiled artifact", output, e),
@@ -106,14 +126,55 @@ pub(crate) fn compile(
     Ok(Compiled {
         artifact_bytes,
         read: out.headers,
+        spelled: out.spelled,
         stderr: out.stderr,
         compile_ms,
         started,
     })
 }
 
-/// The cache's error for a failed compile.
-fn failure(name: &str, error: nvcc::Error) -> Error {
+/// Evidence that the places a failed compile wrote could not take its writes: they are read-only,
+/// short of space or inodes, or a small probe written and fsynced there fails. `None` when each
+/// is evidently healthy.
+fn environment_evidence(dirs: &[&Path]) -> Option<String> {
+    for dir in dirs {
+        let stat = match rustix::fs::statvfs(*dir) {
+            Ok(stat) => stat,
+            Err(e) => return Some(format!("statvfs {}: {e}", dir.display())),
+        };
+        if stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+            return Some(format!("{} is on a read-only filesystem", dir.display()));
+        }
+        if stat.f_files > 0 && stat.f_favail == 0 {
+            return Some(format!("{} has no free inodes", dir.display()));
+        }
+        match fs4::available_space(dir) {
+            Ok(free) if free < LOW_SPACE_BYTES => {
+                return Some(format!("{} has {free} bytes free", dir.display()))
+            }
+            Ok(_) => {}
+            Err(e) => return Some(format!("free space of {}: {e}", dir.display())),
+        }
+        if let Err(e) = probe_write(dir) {
+            return Some(format!("a probe write in {} failed: {e}", dir.display()));
+        }
+    }
+    None
+}
+
+/// Writes 64 KiB to a new file in `dir`, fsyncs it and removes it.
+fn probe_write(dir: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = tempfile::Builder::new()
+        .prefix(".jit-cache-probe-")
+        .tempfile_in(dir)?;
+    file.write_all(&[0u8; 64 << 10])?;
+    file.as_file().sync_all()?;
+    Ok(())
+}
+
+/// The cache's error for a failed compile; `written` are the directories the compile wrote.
+fn failure(name: &str, error: nvcc::Error, written: &[&Path]) -> Error {
     let (failure, timed_out) = match error {
         nvcc::Error::Failed(f) => (f, false),
         nvcc::Error::Timeout(f) => (f, true),
@@ -123,18 +184,20 @@ fn failure(name: &str, error: nvcc::Error) -> Error {
         other => return Error::Toolchain(other.to_string()),
     };
     let signal = failure.status.and_then(|s| s.signal());
-    let environment = ENVIRONMENT_ERRORS
-        .iter()
-        .find(|e| failure.stderr_tail.contains(*e));
     let cause = if timed_out {
         FailureCause::Timeout {
             after_ms: failure.timeout.map_or(0, |t| t.as_millis() as u64),
         }
     } else if let Some(signal) = signal {
         FailureCause::Signal { signal }
-    } else if let Some(reason) = environment {
+    } else if let Some(reason) = environment_evidence(written) {
+        FailureCause::Environment { reason }
+    } else if let Some(said) = ENVIRONMENT_ERRORS
+        .iter()
+        .find(|e| failure.stderr_tail.contains(*e))
+    {
         FailureCause::Environment {
-            reason: (*reason).to_string(),
+            reason: (*said).to_string(),
         }
     } else {
         FailureCause::Source

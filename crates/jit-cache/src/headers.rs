@@ -9,7 +9,7 @@
 use crate::error::Result;
 use crate::search::{join, Base, SearchPath};
 use crate::stamp::Settling;
-pub(crate) use crate::stamp::StatStamp;
+pub(crate) use crate::stamp::{Look, StatStamp};
 use fingerprint::{Digest, StatCache};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -168,6 +168,7 @@ pub(crate) fn revalidate(
     headers: &[HeaderRecord],
     absent: &[AbsenceGroup],
     search: &SearchPath,
+    look: Look,
     slow: &mut SlowHash<'_>,
     confirmed: &mut HashSet<(PathBuf, Digest)>,
 ) -> std::result::Result<(), Box<Mismatch>> {
@@ -178,7 +179,7 @@ pub(crate) fn revalidate(
                 now: None,
             }));
         };
-        if record.stamp.is_some() && StatStamp::of(&path) == record.stamp {
+        if record.stamp.is_some() && look.stamp(&path) == record.stamp {
             continue;
         }
         let memo_key = (!record.base.is_project()).then(|| (path.to_path_buf(), record.digest));
@@ -202,7 +203,7 @@ pub(crate) fn revalidate(
         let Some(dir) = search.path_of(group.base, &group.dir) else {
             continue;
         };
-        if group.stamp.is_some() && StatStamp::of(&dir) == group.stamp {
+        if group.stamp.is_some() && look.stamp(&dir) == group.stamp {
             continue;
         }
         if let Some(path) = first_present(&dir, &group.names) {
@@ -285,10 +286,10 @@ impl FastCheck {
     }
 
     /// Whether every file and directory still has its stamp and every absent path is absent.
-    pub(crate) fn still_valid(&self) -> bool {
+    pub(crate) fn still_valid(&self, look: Look) -> bool {
         self.stamped
             .iter()
-            .all(|(path, stamp)| StatStamp::of(path) == Some(*stamp))
+            .all(|(path, stamp)| look.stamp(path) == Some(*stamp))
             && self
                 .absent
                 .iter()

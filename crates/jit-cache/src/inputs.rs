@@ -24,7 +24,7 @@
 use crate::error::{Error, Result};
 use crate::headers::{hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
 use crate::scan::{scan, Directive};
-use crate::search::{join, parent_rel, Base, Canonical, SearchPath};
+use crate::search::{join, parent_rel, Base, Canonical, ChainDir, SearchPath};
 use crate::stamp::Settling;
 use fingerprint::StatCache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -91,6 +91,41 @@ pub(crate) fn changed_since(path: &Path, since: Instant) -> bool {
     }
 }
 
+/// Why the cache cannot vouch for what a compile depended on: its answer is the compiler's own,
+/// but nothing is published under records that may not describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unproven {
+    /// A file the compile read changed (or vanished) while it ran.
+    Moved(PathBuf),
+    /// The compile read a file that no include directive's resolution reaches (`#include
+    /// MACRO`, or the model disagrees with the compiler): where the compiler looked first is
+    /// unknown.
+    Unaccounted(PathBuf),
+}
+
+impl Unproven {
+    /// The reason's stable name, as `stats` counts it.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Unproven::Moved(_) => "input-moved",
+            Unproven::Unaccounted(_) => "unaccounted-read",
+        }
+    }
+}
+
+impl std::fmt::Display for Unproven {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unproven::Moved(path) => write!(f, "{} changed while it compiled", path.display()),
+            Unproven::Unaccounted(path) => write!(
+                f,
+                "the compiler read {}, which no include directive's resolution reaches",
+                path.display()
+            ),
+        }
+    }
+}
+
 /// What a compile depended on, and whether something moved while it ran.
 #[derive(Debug)]
 pub(crate) struct Recorded {
@@ -98,6 +133,9 @@ pub(crate) struct Recorded {
     /// A file or directory that changed during the compile: the records may not describe what
     /// the compiler read.
     pub(crate) moved: Option<PathBuf>,
+    /// Files the compile read that no directive's resolution reaches: the cross-check failed,
+    /// and nothing may be published under these records.
+    pub(crate) unaccounted: Vec<PathBuf>,
 }
 
 /// One file whose directives are resolved.
@@ -214,6 +252,7 @@ pub(crate) fn record(
             return Ok(Recorded {
                 inputs: Inputs::default(),
                 moved: Some(path.clone()),
+                unaccounted: Vec::new(),
             });
         };
         if Some(id) == source_id {
@@ -227,7 +266,7 @@ pub(crate) fn record(
         next: false,
         name: b"stdc-predef.h".to_vec(),
     }];
-    for name in search.dirs.forced.iter().chain(&search.forced) {
+    for name in &search.forced {
         forced.push(Directive {
             quoted: true,
             next: false,
@@ -275,10 +314,14 @@ pub(crate) fn record(
             ));
         }
     }
-    if walk.read.is_some() {
-        walk.orphans();
-    }
-    walk.finish(stat, since, settling)
+    let unaccounted = if walk.read.is_some() {
+        walk.unaccounted()
+    } else {
+        Vec::new()
+    };
+    let mut recorded = walk.finish(stat, since, settling)?;
+    recorded.unaccounted = unaccounted;
+    Ok(recorded)
 }
 
 impl Walk<'_> {
@@ -336,14 +379,15 @@ impl Walk<'_> {
             )];
         }
         let search = self.search;
-        let chain = search.chain(directive.quoted);
+        let chain: Vec<&ChainDir> = search.chain(directive.quoted).collect();
         let mut start = 0;
         let mut own_dir = directive.quoted;
         if directive.next {
             // GCC continues after the directory that resolved the current file; for a file not
             // found through the chain, `#include_next` is a plain `#include`.
             if let Some(k) = chain.iter().position(|c| {
-                includer.id.is_some() && self.looked_up.identity(&join(c.path, name)) == includer.id
+                includer.id.is_some()
+                    && self.looked_up.identity(&join(&c.path, name)) == includer.id
             }) {
                 start = k + 1;
                 own_dir = false;
@@ -362,24 +406,16 @@ impl Walk<'_> {
                     }
                 }
                 Place::PrivateSource => {}
-                Place::Project(base, rel) => {
+                Place::Project(base, rel) | Place::Other(base, rel) => {
                     let rel = join(&parent_rel(rel), name);
                     if let Some(path) = self.search.path_of(*base, &rel) {
                         out.push((path, Some((*base, rel))));
                     }
                 }
-                Place::Other(..) => {
-                    if let Some(dir) = includer.spelled.parent() {
-                        out.push((join(dir, name), None));
-                    }
-                }
             }
         }
         for dir in &chain[start.min(chain.len())..] {
-            out.push((
-                join(dir.path, name),
-                dir.base.map(|b| (b, name.to_path_buf())),
-            ));
+            out.push((join(&dir.path, name), Some(dir.place(name))));
         }
         out
     }
@@ -416,50 +452,14 @@ impl Walk<'_> {
         }
     }
 
-    /// Files read that no directive reached: their names are recorded absent in every project
-    /// directory before the one holding them.
-    fn orphans(&mut self) {
-        let unreached: Vec<usize> = (0..self.files.len())
+    /// Files read that no directive's resolution reaches (a macro names them: `#include MACRO`,
+    /// or the model and the compiler disagree): the model cannot say where the compiler looked
+    /// first, so it cannot vouch for the compile.
+    fn unaccounted(&self) -> Vec<PathBuf> {
+        (0..self.files.len())
             .filter(|i| !self.reached.contains(i))
-            .collect();
-        for index in unreached {
-            let file = self.files[index].clone();
-            let chain = self.search.chain(true);
-            let canonical = self.canonical.of_file(&file.spelled);
-            // Directories through the walk's cache: a compile's orphans are tens of system
-            // headers, each tried against every directory of the chain.
-            let found_in = chain.iter().position(|c| match (&file.place, c.base) {
-                (Place::Project(base, _), Some(b)) => b == *base,
-                (Place::Other(..), None) => canonical.starts_with(self.canonical.of_dir(c.path)),
-                _ => false,
-            });
-            let name = match (&file.place, found_in) {
-                (Place::Project(_, rel), _) => rel.clone(),
-                (Place::Other(..), Some(k)) => canonical
-                    .strip_prefix(self.canonical.of_dir(chain[k].path))
-                    .map(Path::to_path_buf)
-                    .unwrap_or_default(),
-                _ => continue,
-            };
-            if name.as_os_str().is_empty() {
-                continue;
-            }
-            let before = found_in.unwrap_or(chain.len());
-            let mut earlier: Vec<Base> = Vec::new();
-            if let Some(dir) = &self.search.source_dir {
-                if !file.spelled.starts_with(dir) {
-                    earlier.push(Base::SourceDir);
-                }
-            }
-            earlier.extend(chain[..before].iter().filter_map(|c| c.base));
-            for base in earlier {
-                if let Some(path) = self.search.path_of(base, &name) {
-                    if self.looked_up.file(&path).is_none() {
-                        self.absent.insert((base, name.clone()));
-                    }
-                }
-            }
-        }
+            .map(|i| self.files[i].spelled.clone())
+            .collect()
     }
 
     fn finish(
@@ -518,6 +518,7 @@ impl Walk<'_> {
         Ok(Recorded {
             inputs: Inputs { headers, absent },
             moved,
+            unaccounted: Vec::new(),
         })
     }
 

@@ -14,17 +14,10 @@ use fingerprint::{Component, Digest, Manifest};
 use std::path::PathBuf;
 
 /// The version of the key's inputs and of the entry format, mixed into every key.
-pub const CACHE_FORMAT: u32 = 2;
-
-/// Flags that make the compiler embed paths in its output: with them, absolute paths join the key.
-const PATH_EMBEDDING_FLAGS: &[&str] = &[
-    "-G",
-    "-g",
-    "--device-debug",
-    "--debug",
-    "-lineinfo",
-    "--generate-line-info",
-];
+/// Version 3: the source and every directory enter as spelled (the compiler is given them so),
+/// with what GCC's merge of the search chains did with each directory, and the working
+/// directory when debug information is asked for.
+pub const CACHE_FORMAT: u32 = 3;
 
 /// Everything computed about a spec before looking in the cache.
 #[derive(Debug, Clone)]
@@ -75,6 +68,11 @@ pub(crate) fn prepare(
             value: None,
         },
     );
+    // What the output may embed: `__FILE__`, `assert` and diagnostics name the source and every
+    // header by the spelling the compiler is given.
+    if let Some(spelled) = &request.source_spelled {
+        manifest.insert_value("source-path", &spelled.to_string_lossy());
+    }
     manifest.insert_value("kind", spec.kind.name());
     manifest.insert_list("arch", &spec.arches);
     manifest.insert_list("flags", &request.key_flags);
@@ -84,19 +82,40 @@ pub(crate) fn prepare(
         .map(|(n, v)| v.as_ref().map_or_else(|| n.clone(), |v| format!("{n}={v}")))
         .collect();
     manifest.insert_list("defines", &defines);
-    // Search directories enter as the headers found in them (per variant), never as paths; only
-    // their numbers matter here, since a header's record names its directory by index.
     let user = &request.search;
-    manifest.insert_value(
-        "search-path",
-        &format!(
-            "{} -iquote, {} -I, {} -isystem, {} -include",
-            user.quote.len(),
-            user.include.len(),
-            user.system.len(),
-            user.forced.len()
-        ),
+    let spelled = |list: &[crate::request::SearchDir]| -> Vec<String> {
+        list.iter()
+            .map(|d| d.spelled.to_string_lossy().into_owned())
+            .collect()
+    };
+    manifest.insert_list("search:quote", &spelled(&user.quote));
+    manifest.insert_list("search:bracket", &spelled(&user.bracket));
+    manifest.insert_list("search:system", &spelled(&user.system));
+    manifest.insert_list("search:after", &spelled(&user.after));
+    let forced: Vec<String> = user
+        .imacros
+        .iter()
+        .chain(&user.host_include)
+        .chain(&user.include)
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect();
+    manifest.insert_list("search:forced", &forced);
+    let search = SearchPath::new(
+        &request.working_dir,
+        request
+            .source_path
+            .as_ref()
+            .and_then(|p| p.parent().map(PathBuf::from)),
+        user,
+        std::sync::Arc::clone(&host.dirs),
     );
+    // Which directories GCC's merge kept, dropped as missing, or dropped as duplicates: the
+    // order the compiler searches.
+    manifest.insert_value("search:shape", &search.shape);
+    if request.debug {
+        // Debug information names the working directory.
+        manifest.insert_value("working-dir", &request.working_dir.to_string_lossy());
+    }
     manifest.insert(
         "toolchain:nvcc",
         Component {
@@ -105,6 +124,16 @@ pub(crate) fn prepare(
         },
     );
     manifest.insert_value("toolchain:host-compiler", &host.identity);
+    // The toolkit's and the host compiler's directories as the compiler spells them (nvcc's
+    // from the path it is run by).
+    let mut toolchain_dirs = vec![host.dirs.toolkit_top.to_string_lossy().into_owned()];
+    toolchain_dirs.extend(
+        host.dirs
+            .installed
+            .iter()
+            .map(|d| d.path.to_string_lossy().into_owned()),
+    );
+    manifest.insert_list("toolchain:dirs", &toolchain_dirs);
     for var in nvcc::RELEVANT_ENV {
         manifest.insert_env(var);
     }
@@ -134,37 +163,8 @@ pub(crate) fn prepare(
             }
         }
     }
-    if spec
-        .flags
-        .iter()
-        .any(|f| PATH_EMBEDDING_FLAGS.contains(&f.as_str()))
-    {
-        // Debug information embeds absolute paths: a relocated tree must not share the artifact.
-        let mut paths: Vec<String> = request
-            .source_path
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        for dir in user.quote.iter().chain(&user.include).chain(&user.system) {
-            paths.push(dir.display().to_string());
-        }
-        paths.push(request.working_dir.display().to_string());
-        manifest.insert_list("paths", &paths);
-    }
     let key = manifest.digest();
     let slot = slot_of(spec);
-    let search = SearchPath {
-        working_dir: request.working_dir.clone(),
-        source_dir: request
-            .source_path
-            .as_ref()
-            .and_then(|p| p.parent().map(PathBuf::from)),
-        quote: user.quote.clone(),
-        include: user.include.clone(),
-        system: user.system.clone(),
-        forced: user.forced.clone(),
-        dirs: std::sync::Arc::clone(&host.dirs),
-    };
     Ok(Prepared {
         key,
         slot,

@@ -75,6 +75,7 @@ mod batch;
 mod cache;
 mod compile;
 mod compiler_record;
+mod counters;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod entry;

@@ -63,6 +63,16 @@ pub struct Stats {
     /// `shared` when other hosts may use the root (network or FUSE filesystem, or said so),
     /// else `local`.
     pub protocol: String,
+    /// Requests answered from the cache (or a handle's memory), over every host and process,
+    /// as counted when each handle saved its state.
+    pub hits: u64,
+    /// Requests compiled and published.
+    pub built: u64,
+    /// Requests fetched from the remote tier and published.
+    pub fetched: u64,
+    /// Requests answered but not cached, by reason (`unaccounted-read`, `input-moved`,
+    /// `cache-unusable`, ...).
+    pub not_cached: std::collections::BTreeMap<String, u64>,
 }
 
 /// What to evict.
@@ -129,7 +139,19 @@ impl Cache {
             std::fs::read_to_string(layout.pinned(Subdir::State).join("events.log"))
                 .map(|s| s.lines().filter(|l| l.contains(" build ")).count())
                 .unwrap_or(0);
+        // This handle's own counts first, so that they are in what it reports.
+        self.counters.save(layout);
+        let totals = crate::counters::totals(layout);
+        let total = |what: &str| totals.get(what).copied().unwrap_or(0);
+        let not_cached = totals
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("not-cached.")?.to_string(), *v)))
+            .collect();
         Ok(Stats {
+            hits: total("hit"),
+            built: total("built"),
+            fetched: total("fetched"),
+            not_cached,
             entries: entries.len(),
             bytes: entries.iter().map(|e| e.bytes).sum(),
             builds_recorded,

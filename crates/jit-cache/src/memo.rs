@@ -6,7 +6,7 @@
 use crate::cache::{Answer, Cache, Outcome};
 use crate::entry::Artifact;
 use crate::error::Result;
-use crate::headers::{FastCheck, Inputs, StatStamp};
+use crate::headers::{FastCheck, Inputs};
 use crate::key::Prepared;
 use crate::request::Request;
 use crate::spec::Extra;
@@ -79,7 +79,7 @@ impl Memos {
                     None => true,
                     Some(path) => {
                         let stamp = seen.prepared.source_stamp;
-                        (stamp.is_some() && StatStamp::of(path) == stamp)
+                        (stamp.is_some() && cache.look().stamp(path) == stamp)
                             || fingerprint::hash_file(path).ok()
                                 == Some(seen.prepared.source_digest)
                     }
@@ -126,7 +126,7 @@ impl Memos {
             .as_ref()
             .filter(|f| f.applies_to(&prepared.search));
         let valid = match fast {
-            Some(fast) => fast.still_valid(),
+            Some(fast) => fast.still_valid(cache.look()),
             None => {
                 // Stamps first, then the full check: a change made between the two fails the
                 // precomputed check next time.

@@ -19,7 +19,7 @@ use crate::error::{CompileFailed, Error, FailureCause, Result};
 use crate::evict::{move_to_trash, prune_variants};
 use crate::headers::Inputs;
 use crate::hooks;
-use crate::inputs::{record, Instant};
+use crate::inputs::{record, Instant, Unproven};
 use crate::key::{self, Prepared};
 use crate::layout::Layout;
 use crate::records::{write_record, FailureRecord, SlotRecord};
@@ -27,7 +27,6 @@ use crate::request::Request;
 use crate::toolchain::Toolchain;
 use durable_fs::PublishOutcome;
 use fingerprint::Digest;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -36,9 +35,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(crate) enum Built {
     /// An answer (cached, or uncached with a warning).
     Answer(Answer),
-    /// An input changed while the kernel compiled: nothing was published; these are the bytes of
-    /// that compile, for a caller that gives up compiling again.
-    Moved { path: PathBuf, bytes: Arc<[u8]> },
+    /// The compile's answer is the compiler's own, but the cache cannot prove what it depended
+    /// on (an input moved while it ran, or the compiler read what the include model cannot
+    /// account for): nothing was published; these are the bytes of that compile.
+    Unproven { why: Unproven, bytes: Arc<[u8]> },
 }
 
 /// The miss path, run by one thread per request in this process.
@@ -58,6 +58,9 @@ pub(crate) fn lookup_or_build(
                 cache.root.display(),
                 spec.name
             );
+            cache
+                .counters
+                .count(crate::counters::Event::NotCached("cache-unusable"));
             return build_uncached(request, toolchain, warning, asked).map(Built::Answer);
         }
     };
@@ -74,6 +77,9 @@ pub(crate) fn lookup_or_build(
             cache.root.display(),
             spec.name
         );
+        cache
+            .counters
+            .count(crate::counters::Event::NotCached("cache-failed"));
         build_uncached(request, toolchain, warning, asked).map(Built::Answer)
     };
     match locked_build(cache, layout, request, toolchain, prepared, asked) {
@@ -153,9 +159,9 @@ fn locked_build(
 
     let inputs = match inputs_of(cache, request, prepared, &compiled)? {
         Ok(inputs) => inputs,
-        Err(path) => {
-            return Ok(Built::Moved {
-                path,
+        Err(why) => {
+            return Ok(Built::Unproven {
+                why,
                 bytes: compiled.artifact_bytes.into(),
             })
         }
@@ -184,6 +190,7 @@ fn locked_build(
         staging.path(),
         &compiled.stderr,
         &compiled.read,
+        &compiled.spelled,
         &prepared.search,
     );
     hooks::point("writing-meta");
@@ -335,16 +342,16 @@ fn source_moved(prepared: &Prepared, started: Instant) -> bool {
         || fingerprint::hash_file(source).ok() != Some(prepared.source_digest)
 }
 
-/// What the compile depended on, or the first input that changed while it ran.
+/// What the compile depended on, or why the cache cannot prove it.
 fn inputs_of(
     cache: &Cache,
     request: &Request,
     prepared: &Prepared,
     compiled: &Compiled,
-) -> Result<std::result::Result<Inputs, PathBuf>> {
+) -> Result<std::result::Result<Inputs, Unproven>> {
     if source_moved(prepared, compiled.started) {
         if let Some(source) = &prepared.source_path {
-            return Ok(Err(source.clone()));
+            return Ok(Err(Unproven::Moved(source.clone())));
         }
     }
     let recorded = cache.with_stat_cache(|stat| {
@@ -356,10 +363,13 @@ fn inputs_of(
             Some(compiled.started),
         )
     })?;
-    Ok(match recorded.moved {
-        Some(path) => Err(path),
-        None => Ok(recorded.inputs),
-    })
+    if let Some(path) = recorded.moved {
+        return Ok(Err(Unproven::Moved(path)));
+    }
+    if let Some(path) = recorded.unaccounted.into_iter().next() {
+        return Ok(Err(Unproven::Unaccounted(path)));
+    }
+    Ok(Ok(recorded.inputs))
 }
 
 /// Opens the entry just published and answers with it. When it is not visible (the winner's

@@ -4,7 +4,8 @@
 //! ```text
 //! header:  <base> <digest-hex> <stamp|-> <rel>
 //! absence: <base> <stamp|-> <dir|.> <name> [<name>...]
-//! base:    s (source dir) | w (working dir) | q<N> | i<N> | y<N> (-iquote, -I, -isystem N)
+//! base:    s (source dir) | w (working dir) | q<N> | i<N> | y<N> | x<N> (-iquote, -I,
+//!          -isystem, -idirafter N)
 //!          | f<N> (forced include N, by absolute path; rel empty, written `.`)
 //!          | a (absolute) | t (toolkit) | o (installed; absolute)
 //! stamp:   <dev>.<ino>.<size>.<mtime-ns>.<ctime-ns>
@@ -29,6 +30,7 @@ fn base_text(base: Base, out: &mut String) {
         Base::Quote(i) => write!(out, "q{i}"),
         Base::Include(i) => write!(out, "i{i}"),
         Base::System(i) => write!(out, "y{i}"),
+        Base::After(i) => write!(out, "x{i}"),
         Base::Forced(i) => write!(out, "f{i}"),
         Base::Absolute => write!(out, "a"),
         Base::Toolkit => write!(out, "t"),
@@ -50,6 +52,7 @@ fn parse_base(text: &str) -> Option<Base> {
                 b'q' => Some(Base::Quote(n)),
                 b'i' => Some(Base::Include(n)),
                 b'y' => Some(Base::System(n)),
+                b'x' => Some(Base::After(n)),
                 b'f' => Some(Base::Forced(n)),
                 _ => None,
             }

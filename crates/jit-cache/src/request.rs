@@ -1,29 +1,109 @@
-//! A request, resolved once when it is made: the working directory, every path made absolute
-//! against it, and the compiler's search path parsed out of the flags and the environment.
+//! A request, resolved once when it is made: the working directory, the command nvcc will run
+//! (spelled as the caller spelled it), and the compiler's search path read out of the flags and
+//! the environment by nvcc's own tokenizer (`nvcc::cmdline`, which the launcher uses too).
 //!
 //! Everything later (the key, the memo, the single flight, the compile and the records) uses the
 //! resolved request, so a `chdir` between two requests, or during one, cannot mix two trees.
 //!
-//! Search-path flags are understood in every form nvcc accepts: `-I dir`, `-Idir`,
-//! `--include-path[=]dir`, `-isystem`, `--system-include`, `-include`, `--pre-include` (each a
-//! comma-separated list, as nvcc reads them), the host compiler's `-I`, `-iquote` and `-isystem`
-//! passed through `-Xcompiler`/`--compiler-options`, the same in `NVCC_PREPEND_FLAGS` and
-//! `NVCC_APPEND_FLAGS`, and `CPATH`/`CPLUS_INCLUDE_PATH`. `-ccbin`/`--compiler-bindir` names the host
-//! compiler, whose identity enters the key. Flags that would change the search in ways the model
-//! does not follow (`-idirafter`, `-nostdinc`, `--sysroot`, `-I-`, ...) or that fight the cache's
-//! own use of the compiler (`-M*`, `-o`, `--options-file`) are refused with the reason.
+//! The cache never guesses what a command means. Every argument is read by an option table: nvcc's
+//! (`nvcc::options`) and, for what reaches the host compiler (`-Xcompiler`, response files, options
+//! nvcc forwards), GCC's (`nvcc::host_options`). An argument neither table knows, or one that
+//! changes what is read or written in ways the include model does not follow (`-nostdinc`,
+//! `--sysroot`, `-B`, `-save-temps`, `-march=native`, `-arch=native`, ...), refuses the request
+//! with the option named ([`Error::InvalidSpec`]); the launcher then runs nvcc unchanged.
+//!
+//! nvcc is given the source and every directory as the caller spelled them and runs in the
+//! request's working directory, as the caller's own nvcc would: `__FILE__`, `assert` and debug
+//! information then name what they would name, and the key holds those spellings (never the
+//! absolute paths they resolve to, unless spelled so), and the working directory when debug
+//! information is asked for.
 
 use crate::error::{Error, Result};
 use crate::spec::{KernelSpec, Source};
+use nvcc::cmdline::{self, HostArg, Item, Sources};
+use nvcc::host_options::{HostRole, SearchList};
+use nvcc::options::Role;
 use std::path::{Path, PathBuf};
 
-/// The search-path part of a request, before the toolchain's directories are known.
+/// What a search directory is when the compiler starts: GCC looks at each one, drops those that
+/// are missing or not directories, and drops a directory that is another one of the chain (by
+/// device and inode), so what is there decides the search order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum DirState {
+    /// Absent (or unreadable): GCC drops it.
+    Missing,
+    /// Not a directory: GCC drops it with a warning.
+    NotDir,
+    /// A directory, by identity.
+    Dir { dev: u64, ino: u64 },
+}
+
+impl DirState {
+    /// Looks at `path` as GCC's `remove_duplicates` does (`stat`, following links).
+    pub(crate) fn of(path: &Path) -> DirState {
+        match rustix::fs::stat(path) {
+            Err(_) => DirState::Missing,
+            Ok(st)
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::Directory =>
+            {
+                DirState::Dir {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                }
+            }
+            Ok(_) => DirState::NotDir,
+        }
+    }
+}
+
+/// One directory of a search list: as spelled (what the compiler gets and names files by) and
+/// resolved against the request's working directory (what this process looks at).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SearchDir {
+    pub(crate) spelled: PathBuf,
+    pub(crate) path: PathBuf,
+    pub(crate) state: DirState,
+}
+
+impl SearchDir {
+    fn new(spelled: impl Into<PathBuf>, working_dir: &Path) -> SearchDir {
+        let spelled = spelled.into();
+        let path = absolute(working_dir, &spelled);
+        let state = DirState::of(&path);
+        SearchDir {
+            spelled,
+            path,
+            state,
+        }
+    }
+}
+
+/// The caller's part of the search path, in the compiler's order, before the toolchain's
+/// directories are known.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct UserSearch {
-    pub(crate) quote: Vec<PathBuf>,
+    /// `-iquote` (the host compiler's).
+    pub(crate) quote: Vec<SearchDir>,
+    /// `-I`: the host compiler's, then nvcc's (prepended flags, the spec's directories, the flags,
+    /// appended flags), then `CPATH` (which GCC puts after the toolkit's `-I`).
+    pub(crate) bracket: Vec<SearchDir>,
+    /// How many of `bracket` come from the command line (the rest are `CPATH`'s).
+    pub(crate) bracket_command: usize,
+    /// `-isystem`: the host compiler's, then nvcc's, then `CPLUS_INCLUDE_PATH` (after the
+    /// toolkit's `-isystem`).
+    pub(crate) system: Vec<SearchDir>,
+    /// How many of `system` come from the command line.
+    pub(crate) system_command: usize,
+    /// `-idirafter` (the host compiler's): after the built-in directories.
+    pub(crate) after: Vec<SearchDir>,
+    /// `-imacros` files, as spelled.
+    pub(crate) imacros: Vec<PathBuf>,
+    /// `-include` files given to the host compiler, as spelled (before nvcc's own
+    /// `cuda_runtime.h`).
+    pub(crate) host_include: Vec<PathBuf>,
+    /// nvcc's `-include` files, as spelled (after `cuda_runtime.h`).
     pub(crate) include: Vec<PathBuf>,
-    pub(crate) system: Vec<PathBuf>,
-    pub(crate) forced: Vec<PathBuf>,
 }
 
 /// A spec resolved against the working directory at the moment of the request.
@@ -31,18 +111,23 @@ pub(crate) struct UserSearch {
 pub(crate) struct Request {
     pub(crate) spec: KernelSpec,
     pub(crate) working_dir: PathBuf,
+    /// The source as nvcc is given it (file sources): the spec's path as spelled.
+    pub(crate) source_spelled: Option<PathBuf>,
     /// The absolute source path (file sources).
     pub(crate) source_path: Option<PathBuf>,
-    /// `spec.include_dirs`, absolute.
-    pub(crate) include_dirs: Vec<PathBuf>,
-    /// `spec.flags` with the directories of search-path flags made absolute: what nvcc gets.
-    pub(crate) flags: Vec<String>,
-    /// `spec.flags` with every path replaced by its place in the search path: what the key gets
-    /// (paths never enter a key; the headers found there enter the variant).
+    /// The spec's directories and flags as nvcc gets them: tokenized and rendered canonically,
+    /// every path as spelled (the environment's flags stay in the environment, where nvcc reads
+    /// them).
+    pub(crate) nvcc_flags: Vec<String>,
+    /// What the key gets of the flags: the same rendering.
     pub(crate) key_flags: Vec<String>,
     pub(crate) search: UserSearch,
-    /// The host compiler named in the flags.
+    /// The host compiler named in the flags (`-ccbin`) or by `NVCC_CCBIN`.
     pub(crate) ccbin: Option<PathBuf>,
+    /// Whether the command asks for debug information (in any spelling: `-G`, `-g`, `-lineinfo`,
+    /// `-Xptxas -g`, `-Xcompiler -g3`, `-Xcompiler -gdwarf-4`, ...), which names the working
+    /// directory.
+    pub(crate) debug: bool,
 }
 
 impl Request {
@@ -56,24 +141,30 @@ impl Request {
     }
 }
 
-/// Where a flag came from, for its place in the search order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Prepended,
-    Spec,
-    Appended,
+fn absolute(working_dir: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else if p.as_os_str().is_empty() {
+        working_dir.to_path_buf()
+    } else {
+        working_dir.join(p)
+    }
 }
 
-/// Search-path entries in the order they were parsed, with what decides their final order.
-#[derive(Default)]
-struct Found {
-    /// (host compiler's, origin, dir)
-    include: Vec<(bool, Origin, PathBuf)>,
-    system: Vec<(bool, Origin, PathBuf)>,
-    quote: Vec<PathBuf>,
-    forced: Vec<PathBuf>,
-    ccbin: Option<PathBuf>,
-}
+/// nvcc options whose presence asks for debug information.
+const DEBUG_OPTIONS: &[&str] = &["-G", "-g", "-lineinfo", "-src-in-ptx"];
+
+/// Words inside `-Xptxas`/`-Xnvlink` values that ask for debug information.
+const DEBUG_WORDS: &[&str] = &[
+    "-g",
+    "--device-debug",
+    "-lineinfo",
+    "--generate-line-info",
+    "-G",
+];
+
+/// nvcc options whose value names code-generation targets: `native` there depends on this host.
+const TARGET_OPTIONS: &[&str] = &["-arch", "-code", "-gencode"];
 
 impl Request {
     /// Resolves `spec` against the current directory and the current environment.
@@ -89,391 +180,228 @@ impl Request {
         env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
     ) -> Result<Request> {
         spec.validate()?;
-        let absolute = |p: &Path| {
-            if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                working_dir.join(p)
-            }
-        };
         let invalid = |reason: String| Error::InvalidSpec {
             name: spec.name.clone(),
             reason,
         };
-        let mut found = Found::default();
-        for (var, origin) in [
-            ("NVCC_PREPEND_FLAGS", Origin::Prepended),
-            ("NVCC_APPEND_FLAGS", Origin::Appended),
-        ] {
-            if let Some(value) = env(var) {
-                let value = value.to_string_lossy().into_owned();
-                let args: Vec<String> = value.split_whitespace().map(str::to_string).collect();
-                parse(&args, origin, working_dir, &mut found, &mut Vec::new())
-                    .map_err(|e| invalid(format!("in {var}: {e}")))?;
+        let env_text = |var: &str| -> Result<Option<String>> {
+            match env(var) {
+                None => Ok(None),
+                Some(v) => v
+                    .into_string()
+                    .map(Some)
+                    .map_err(|_| invalid(format!("{var} is not UTF-8"))),
+            }
+        };
+        let mut tokens: Vec<String> = Vec::with_capacity(spec.include_dirs.len() * 2 + 8);
+        for dir in &spec.include_dirs {
+            let text = dir.to_str().ok_or_else(|| {
+                invalid(format!("include directory {} is not UTF-8", dir.display()))
+            })?;
+            if text.contains(',') {
+                return Err(invalid(format!(
+                    "include directory {text} contains a comma, which nvcc splits on"
+                )));
+            }
+            tokens.push("-I".into());
+            tokens.push(text.to_string());
+        }
+        tokens.extend(spec.flags.iter().cloned());
+        let read_file =
+            |name: &str| std::fs::read_to_string(absolute(working_dir, Path::new(name)));
+        // The command's own arguments, for nvcc's argv and the key; then with the environment's
+        // flags around them, as nvcc reads them, for the search path.
+        let own = cmdline::parse(
+            &tokens,
+            &Sources {
+                prepend: None,
+                append: None,
+                read_file: &read_file,
+            },
+        )
+        .map_err(|e| invalid(e.to_string()))?;
+        let prepend = env_text("NVCC_PREPEND_FLAGS")?;
+        let append = env_text("NVCC_APPEND_FLAGS")?;
+        let whole = if prepend.is_some() || append.is_some() {
+            cmdline::parse(
+                &tokens,
+                &Sources {
+                    prepend: prepend.as_deref(),
+                    append: append.as_deref(),
+                    read_file: &read_file,
+                },
+            )
+            .map_err(|e| invalid(e.to_string()))?
+        } else {
+            own.clone()
+        };
+        let mut search = UserSearch::default();
+        let mut ccbin = None;
+        let mut debug = false;
+        for item in &whole.items {
+            let arg = match item {
+                Item::Input(input) => {
+                    return Err(invalid(format!(
+                        "`{input}` is not an option: the spec names its source"
+                    )))
+                }
+                Item::Opt(arg) => arg,
+            };
+            let value = arg.value.clone().unwrap_or_default();
+            let name = arg.opt.long_or_short();
+            match arg.opt.role {
+                Role::Search => match arg.opt.short {
+                    "-I" => search.bracket.push(SearchDir::new(&value, working_dir)),
+                    "-isystem" => search.system.push(SearchDir::new(&value, working_dir)),
+                    "-include" => search.include.push(PathBuf::from(&value)),
+                    "-ccbin" => ccbin = Some(PathBuf::from(&value)),
+                    // `-Xcompiler` items are in `whole.host`.
+                    _ => {}
+                },
+                Role::Keyed => {
+                    if DEBUG_OPTIONS.contains(&arg.opt.short) {
+                        debug = true;
+                    }
+                    if matches!(arg.opt.short, "-Xptxas" | "-Xnvlink")
+                        && value.split(',').any(|w| DEBUG_WORDS.contains(&w))
+                    {
+                        debug = true;
+                    }
+                    if TARGET_OPTIONS.contains(&arg.opt.short) && value.contains("native") {
+                        return Err(invalid(format!(
+                            "`{name}={value}` depends on this host's GPUs: not cached"
+                        )));
+                    }
+                }
+                Role::Mode(_) | Role::DeviceC => {
+                    return Err(invalid(format!(
+                        "flag `{name}` is not accepted: the spec's kind chooses the output"
+                    )))
+                }
+                Role::Output => {
+                    return Err(invalid(format!(
+                        "flag `{name}` is not accepted: the cache chooses the output file"
+                    )))
+                }
+                Role::DepAll
+                | Role::DepNonSystem
+                | Role::DepFile
+                | Role::DepTarget
+                | Role::DepPhony => {
+                    return Err(invalid(format!(
+                        "flag `{name}` is not accepted: dependency output is the cache's own"
+                    )))
+                }
+                Role::OptionsFile => {}
+                Role::NotCached => {
+                    return Err(invalid(format!(
+                        "flag `{name}` is not accepted: nvcc does something other than one \
+                         compile the cache can see"
+                    )))
+                }
             }
         }
-        let mut key_flags = Vec::with_capacity(spec.flags.len());
-        let flags = parse(
-            &spec.flags,
-            Origin::Spec,
-            working_dir,
-            &mut found,
-            &mut key_flags,
-        )
-        .map_err(invalid)?;
-        let include_dirs: Vec<PathBuf> = spec.include_dirs.iter().map(|d| absolute(d)).collect();
-        for dir in &include_dirs {
-            if dir.as_os_str().to_string_lossy().contains(',') {
+        let (host_quote, host_bracket, host_system, host_after) =
+            host_search(&whole.host, working_dir, &mut search, &mut debug);
+        // The host compiler's own directories come first on its command line.
+        let nvcc_bracket = std::mem::take(&mut search.bracket);
+        let nvcc_system = std::mem::take(&mut search.system);
+        search.quote = host_quote;
+        search.bracket = host_bracket.into_iter().chain(nvcc_bracket).collect();
+        search.bracket_command = search.bracket.len();
+        search
+            .bracket
+            .extend(path_list(env_text("CPATH")?, working_dir));
+        search.system = host_system.into_iter().chain(nvcc_system).collect();
+        search.system_command = search.system.len();
+        search
+            .system
+            .extend(path_list(env_text("CPLUS_INCLUDE_PATH")?, working_dir));
+        search.after = host_after;
+        let rendered = own.render_options();
+        // The host compiler enters the key by its identity (content and `--version`), never by
+        // the path it is run by, which nothing it writes names.
+        let mut keyed = own.clone();
+        for item in &mut keyed.items {
+            if let Item::Opt(arg) = item {
+                if arg.opt.short == "-ccbin" {
+                    arg.value = Some("<host compiler>".into());
+                }
+            }
+        }
+        let (source_spelled, source_path) = match &spec.source {
+            Source::File(path) => (Some(path.clone()), Some(absolute(working_dir, path))),
+            Source::Text { .. } => (None, None),
+        };
+        if let Some(spelled) = &source_spelled {
+            let text = spelled.to_string_lossy();
+            if text.contains(['$', '`', '"', '\\']) {
                 return Err(invalid(format!(
-                    "include directory {} contains a comma, which nvcc splits on",
-                    dir.display()
+                    "source path {text} has characters nvcc's shell would interpret"
                 )));
             }
         }
-        // GCC's order: the host compiler's own `-I`s (from -Xcompiler) come first on its command
-        // line, then nvcc's in order (prepended flags, the spec's directories, the flags,
-        // appended flags), then CPATH.
-        let order = |entries: &[(bool, Origin, PathBuf)], spec_dirs: &[PathBuf]| {
-            let mut out: Vec<PathBuf> = Vec::new();
-            for host in [true, false] {
-                for origin in [Origin::Prepended, Origin::Spec, Origin::Appended] {
-                    if !host && origin == Origin::Spec {
-                        out.extend(spec_dirs.iter().cloned());
-                    }
-                    out.extend(
-                        entries
-                            .iter()
-                            .filter(|(h, o, _)| *h == host && *o == origin)
-                            .map(|(_, _, d)| d.clone()),
-                    );
-                }
-            }
-            out
-        };
-        let mut include = order(&found.include, &include_dirs);
-        include.extend(path_list(env("CPATH"), working_dir));
-        let mut system = order(&found.system, &[]);
-        system.extend(path_list(env("CPLUS_INCLUDE_PATH"), working_dir));
-        let source_path = match &spec.source {
-            Source::File(path) => Some(absolute(path)),
-            Source::Text { .. } => None,
-        };
         Ok(Request {
             spec: spec.clone(),
             working_dir: working_dir.to_path_buf(),
+            source_spelled,
             source_path,
-            include_dirs,
-            flags,
-            key_flags,
-            search: UserSearch {
-                quote: found.quote,
-                include,
-                system,
-                forced: found.forced,
-            },
-            ccbin: found.ccbin.or_else(|| {
+            key_flags: keyed.render_options(),
+            nvcc_flags: rendered,
+            search,
+            ccbin: ccbin.or_else(|| {
                 env("NVCC_CCBIN")
                     .filter(|v| !v.is_empty())
                     .map(PathBuf::from)
             }),
+            debug,
         })
     }
 }
 
-/// A colon-separated list of directories (an empty element is the working directory).
-fn path_list(value: Option<std::ffi::OsString>, working_dir: &Path) -> Vec<PathBuf> {
+/// The host compiler's search options, by list, and its forced files (into `search`).
+fn host_search(
+    host: &[HostArg],
+    working_dir: &Path,
+    search: &mut UserSearch,
+    debug: &mut bool,
+) -> (
+    Vec<SearchDir>,
+    Vec<SearchDir>,
+    Vec<SearchDir>,
+    Vec<SearchDir>,
+) {
+    let (mut quote, mut bracket, mut system, mut after) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for arg in host {
+        let value = arg.value.clone().unwrap_or_default();
+        match arg.opt.role {
+            HostRole::Search(SearchList::Quote) => quote.push(SearchDir::new(&value, working_dir)),
+            HostRole::Search(SearchList::Bracket) => {
+                bracket.push(SearchDir::new(&value, working_dir))
+            }
+            HostRole::Search(SearchList::System) => {
+                system.push(SearchDir::new(&value, working_dir))
+            }
+            HostRole::Search(SearchList::After) => after.push(SearchDir::new(&value, working_dir)),
+            HostRole::Search(SearchList::Include) => search.host_include.push(value.into()),
+            HostRole::Search(SearchList::Imacros) => search.imacros.push(value.into()),
+            HostRole::Debug => *debug = true,
+            HostRole::Define | HostRole::Undefine | HostRole::Keyed | HostRole::Refused(_) => {}
+        }
+    }
+    (quote, bracket, system, after)
+}
+
+/// A colon-separated list of directories, as GCC reads `CPATH` (an empty element is `.`).
+fn path_list(value: Option<String>, working_dir: &Path) -> Vec<SearchDir> {
     let Some(value) = value else {
         return Vec::new();
     };
-    std::env::split_paths(&value)
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                working_dir.to_path_buf()
-            } else if p.is_absolute() {
-                p
-            } else {
-                working_dir.join(p)
-            }
-        })
+    value
+        .split(':')
+        .map(|p| SearchDir::new(if p.is_empty() { "." } else { p }, working_dir))
         .collect()
-}
-
-/// Whether `arg`, spelled alone, is an nvcc option whose value is the next argument: nvcc's own
-/// table (`nvcc::options`, which the launcher parses by too). A value is then never read as an
-/// option, and an option that takes none never swallows the search flag after it.
-fn takes_next_value(arg: &str) -> bool {
-    nvcc::options::find(arg).is_some_and(|o| o.value)
-}
-
-/// Options refused because they fight the cache's own use of the compiler.
-const REFUSED: &[(&str, &str)] = &[
-    ("-M", "dependency output is the cache's own"),
-    (
-        "--generate-dependencies",
-        "dependency output is the cache's own",
-    ),
-    (
-        "--generate-nonsystem-dependencies",
-        "dependency output is the cache's own",
-    ),
-    (
-        "--dependency-output",
-        "dependency output is the cache's own",
-    ),
-    ("-o", "the cache chooses the output file"),
-    ("--output-file", "the cache chooses the output file"),
-    ("-odir", "the cache chooses the output file"),
-    ("--output-directory", "the cache chooses the output file"),
-    ("-E", "the cache compiles; it does not preprocess"),
-    ("--preprocess", "the cache compiles; it does not preprocess"),
-    ("-optf", "flags must be visible to the key"),
-    ("--options-file", "flags must be visible to the key"),
-    ("-keep", "the cache owns the compile's files"),
-    ("--keep", "the cache owns the compile's files"),
-    ("--keep-dir", "the cache owns the compile's files"),
-    ("-save-temps", "the cache owns the compile's files"),
-    ("--save-temps", "the cache owns the compile's files"),
-    ("-dryrun", "the cache needs a real compile"),
-    ("--dryrun", "the cache needs a real compile"),
-];
-
-/// Host compiler options that change the search in ways the include model does not follow.
-const HOST_REFUSED: &[&str] = &[
-    "-idirafter",
-    "-imacros",
-    "-iprefix",
-    "-iwithprefix",
-    "-iwithprefixbefore",
-    "-isysroot",
-    "--sysroot",
-    "-imultilib",
-    "-nostdinc",
-    "-nostdinc++",
-    "-I-",
-    "-include",
-    "-B",
-    "-M",
-    "-E",
-    "-H",
-    "-save-temps",
-];
-
-/// Splits `-X=value` / `-Xvalue` / `-X value` for an option `name`: Some(value) when `arg` is
-/// that option (the value possibly in the next argument).
-fn option_value<'a>(
-    arg: &'a str,
-    name: &str,
-    joined_ok: bool,
-    next: &mut dyn FnMut() -> Option<&'a str>,
-) -> Option<std::result::Result<&'a str, String>> {
-    if arg == name {
-        return Some(next().ok_or_else(|| format!("`{name}` needs a value")));
-    }
-    let rest = arg.strip_prefix(name)?;
-    if let Some(value) = rest.strip_prefix('=') {
-        return Some(Ok(value));
-    }
-    (joined_ok && !rest.is_empty()).then_some(Ok(rest))
-}
-
-/// Parses `args` (the spec's flags, or a `NVCC_*_FLAGS` variable): records search-path entries
-/// in `found` and returns the flags for nvcc (directories absolute); pushes the key's form of
-/// each flag onto `key_flags`.
-fn parse(
-    args: &[String],
-    origin: Origin,
-    working_dir: &Path,
-    found: &mut Found,
-    key_flags: &mut Vec<String>,
-) -> std::result::Result<Vec<String>, String> {
-    let absolute = |dir: &str| -> PathBuf {
-        let p = Path::new(dir);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            working_dir.join(p)
-        }
-    };
-    let mut out = Vec::with_capacity(args.len());
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        let mut next = || {
-            let value = args.get(i).map(String::as_str);
-            i += 1;
-            value
-        };
-        for (name, why) in REFUSED {
-            let exact = arg == *name || arg.starts_with(&format!("{name}="));
-            let dep = *name == "-M" && arg.starts_with("-M");
-            if exact || dep {
-                return Err(format!("flag `{arg}` is not accepted: {why}"));
-            }
-        }
-        if arg == "-I-" {
-            return Err("flag `-I-` is not accepted: it changes the include search".into());
-        }
-        // nvcc's search-path options; each value is a comma-separated list.
-        let nvcc_lists: [(&str, bool, u8); 6] = [
-            ("--include-path", false, b'I'),
-            ("-I", true, b'I'),
-            ("--system-include", false, b'S'),
-            ("-isystem", true, b'S'),
-            ("--pre-include", false, b'F'),
-            ("-include", true, b'F'),
-        ];
-        let mut handled = false;
-        for (name, joined, what) in nvcc_lists {
-            let Some(value) = option_value(arg, name, joined, &mut next) else {
-                continue;
-            };
-            let value = value?;
-            let mut absolute_values = Vec::new();
-            for item in value.split(',').filter(|v| !v.is_empty()) {
-                match what {
-                    b'I' => {
-                        let dir = absolute(item);
-                        key_flags.push(format!("-I<dir {}>", found.include.len()));
-                        absolute_values.push(dir.to_string_lossy().into_owned());
-                        found.include.push((false, origin, dir));
-                    }
-                    b'S' => {
-                        let dir = absolute(item);
-                        key_flags.push(format!("-isystem<dir {}>", found.system.len()));
-                        absolute_values.push(dir.to_string_lossy().into_owned());
-                        found.system.push((false, origin, dir));
-                    }
-                    _ => {
-                        // A forced include is searched in the working directory, then like
-                        // `#include "x"`: its name is kept as given.
-                        key_flags.push(format!("-include<file {}>", found.forced.len()));
-                        absolute_values.push(item.to_string());
-                        found.forced.push(PathBuf::from(item));
-                    }
-                }
-            }
-            let flag = match what {
-                b'I' => "-I",
-                b'S' => "-isystem",
-                _ => "-include",
-            };
-            for value in absolute_values {
-                out.push(flag.to_string());
-                out.push(value);
-            }
-            handled = true;
-            break;
-        }
-        if handled {
-            continue;
-        }
-        for name in ["--compiler-bindir", "-ccbin"] {
-            if let Some(value) = option_value(arg, name, false, &mut next) {
-                let value = value?;
-                found.ccbin = Some(PathBuf::from(value));
-                key_flags.push("-ccbin<host compiler>".into());
-                out.push("-ccbin".into());
-                out.push(value.to_string());
-                handled = true;
-                break;
-            }
-        }
-        if handled {
-            continue;
-        }
-        for name in ["--compiler-options", "-Xcompiler"] {
-            if let Some(value) = option_value(arg, name, false, &mut next) {
-                let value = value?;
-                let host = parse_host(value, origin, &absolute, found, key_flags)?;
-                if !host.is_empty() {
-                    out.push(format!("-Xcompiler={}", host.join(",")));
-                }
-                handled = true;
-                break;
-            }
-        }
-        if handled {
-            continue;
-        }
-        out.push(arg.to_string());
-        key_flags.push(arg.to_string());
-        let takes_value = takes_next_value(arg);
-        if takes_value {
-            if let Some(value) = next() {
-                out.push(value.to_string());
-                key_flags.push(value.to_string());
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Parses the host compiler arguments of one `-Xcompiler` (comma-separated).
-fn parse_host(
-    value: &str,
-    origin: Origin,
-    absolute: &dyn Fn(&str) -> PathBuf,
-    found: &mut Found,
-    key_flags: &mut Vec<String>,
-) -> std::result::Result<Vec<String>, String> {
-    let items: Vec<&str> = value.split(',').collect();
-    let mut out = Vec::new();
-    let mut kept_for_key = Vec::new();
-    let mut i = 0;
-    while i < items.len() {
-        let item = items[i];
-        i += 1;
-        for refused in HOST_REFUSED {
-            if item == *refused || (item.starts_with(refused) && refused.len() > 2) {
-                return Err(format!(
-                    "host compiler flag `{item}` is not accepted: it changes the include search \
-                     in a way the cache does not model (or is the cache's own)"
-                ));
-            }
-        }
-        if item.starts_with("-M") {
-            return Err(format!(
-                "host compiler flag `{item}` is not accepted: dependency output is the cache's own"
-            ));
-        }
-        let mut take = |name: &str| -> Option<std::result::Result<String, String>> {
-            if item == name {
-                let v = items.get(i).map(|s| s.to_string());
-                i += 1;
-                return Some(v.ok_or_else(|| format!("host compiler flag `{name}` needs a value")));
-            }
-            item.strip_prefix(name).map(|v| Ok(v.to_string()))
-        };
-        if let Some(dir) = take("-iquote") {
-            let dir = absolute(&dir?);
-            kept_for_key.push(format!("-iquote<dir {}>", found.quote.len()));
-            out.push(format!("-iquote{}", dir.display()));
-            found.quote.push(dir);
-        } else if let Some(dir) = take("-isystem") {
-            let dir = absolute(&dir?);
-            kept_for_key.push(format!("-isystem<host dir {}>", found.system.len()));
-            out.push(format!("-isystem{}", dir.display()));
-            found.system.push((true, origin, dir));
-        } else if let Some(dir) = take("-I") {
-            let dir = absolute(&dir?);
-            kept_for_key.push(format!("-I<host dir {}>", found.include.len()));
-            out.push(format!("-I{}", dir.display()));
-            found.include.push((true, origin, dir));
-        } else {
-            kept_for_key.push(item.to_string());
-            out.push(item.to_string());
-        }
-    }
-    for piece in &out {
-        if piece.contains(',') {
-            return Err(format!(
-                "host compiler path `{piece}` contains a comma, which -Xcompiler splits on"
-            ));
-        }
-    }
-    key_flags.push(format!("-Xcompiler={}", kept_for_key.join(",")));
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -494,8 +422,10 @@ mod tests {
         })
     }
 
-    fn paths(list: &[&str]) -> Vec<PathBuf> {
-        list.iter().map(PathBuf::from).collect()
+    fn spelled(list: &[SearchDir]) -> Vec<String> {
+        list.iter()
+            .map(|d| d.spelled.to_string_lossy().into_owned())
+            .collect()
     }
 
     #[test]
@@ -513,7 +443,7 @@ mod tests {
                 "--system-include=s2",
                 "-Xcompiler=-iquote,q1,-Ih1",
                 "--compiler-options",
-                "-isystemhs",
+                "-isystemhs,--include-directory=h2,--include-directory-after=late",
                 "-include",
                 "pre.h",
                 "--pre-include=/abs/pre2.h",
@@ -522,51 +452,62 @@ mod tests {
             ],
             &[
                 ("NVCC_PREPEND_FLAGS", "-Ipre"),
-                ("NVCC_APPEND_FLAGS", "-Ipost"),
+                ("NVCC_APPEND_FLAGS", "-Ipost -Xcompiler -Ihpost"),
                 ("CPATH", "cp1:"),
                 ("CPLUS_INCLUDE_PATH", "/cpp"),
             ],
         )
         .expect("resolves");
         assert_eq!(
+            spelled(&r.search.bracket),
+            ["h1", "h2", "hpost", "pre", "inc", "a", "b", "c", "d", "/abs/e", "post", "cp1", "."],
+            "host -I first, then nvcc's in order, then CPATH (an empty element is `.`)"
+        );
+        assert_eq!(r.search.bracket_command, 11);
+        assert_eq!(spelled(&r.search.system), ["hs", "s1", "s2", "/cpp"]);
+        assert_eq!(spelled(&r.search.quote), ["q1"]);
+        assert_eq!(spelled(&r.search.after), ["late"]);
+        assert_eq!(
             r.search.include,
-            paths(&[
-                "/w/h1", "/w/pre", "/w/inc", "/w/a", "/w/b", "/w/c", "/w/d", "/abs/e", "/w/post",
-                "/w/cp1", "/w"
-            ]),
-            "host -I first, then nvcc's in order, then CPATH"
+            [PathBuf::from("pre.h"), "/abs/pre2.h".into()]
         );
-        assert_eq!(r.search.system, paths(&["/w/hs", "/w/s1", "/w/s2", "/cpp"]));
-        assert_eq!(r.search.quote, paths(&["/w/q1"]));
-        assert_eq!(r.search.forced, paths(&["pre.h", "/abs/pre2.h"]));
         assert_eq!(r.ccbin, Some(PathBuf::from("/opt/gcc/bin/g++")));
+        assert_eq!(r.search.bracket[3].path, PathBuf::from("/w/pre"));
         assert!(
-            r.key_flags
-                .iter()
-                .all(|f| !f.contains("/w") && !f.contains("/abs") && !f.contains("/opt")),
-            "no path enters the key: {:?}",
-            r.key_flags
+            r.nvcc_flags.contains(&"-Ia".to_string())
+                && !r.nvcc_flags.iter().any(|f| f.contains("/w")),
+            "nvcc gets the directories as spelled: {:?}",
+            r.nvcc_flags
         );
         assert!(
-            r.flags.contains(&"/w/a".to_string()),
-            "nvcc gets absolute dirs: {:?}",
-            r.flags
+            !r.nvcc_flags
+                .iter()
+                .any(|f| f.contains("pre") && f.starts_with("-Ipre")),
+            "the environment's flags stay in the environment: {:?}",
+            r.nvcc_flags
         );
     }
 
     #[test]
-    fn flags_the_model_cannot_follow_are_refused_with_the_reason() {
+    fn flags_the_cache_cannot_follow_are_refused_with_the_reason() {
         for bad in [
             &["-MD"][..],
             &["-o", "x"],
-            &["--options-file", "f"],
-            &["-Xcompiler", "-idirafter,x"],
-            &["-Xcompiler=-nostdinc"],
-            &["-I-"],
+            &["-Xcompiler", "-nostdinc"],
+            &["-Xcompiler", "--sysroot=/x"],
+            &["-Xcompiler", "-B/x"],
+            &["-Xcompiler", "-I-"],
             &["-Xcompiler", "-MD"],
+            &["-Xcompiler", "-march=native"],
+            &["-arch=native"],
+            &["--gpu-architecture", "native"],
+            &["-Xcompiler", "--no-such-gcc-option"],
+            &["--no-such-nvcc-option"],
+            &["-keep"],
+            &["-DX=$(id)"],
         ] {
             let err = resolve(bad, &[]).expect_err(&format!("{bad:?} must be refused"));
-            assert!(err.to_string().contains("not accepted"), "{bad:?}: {err}");
+            assert!(matches!(err, Error::InvalidSpec { .. }), "{bad:?}: {err}");
         }
         let err = resolve(&[], &[("NVCC_APPEND_FLAGS", "-Xcompiler -nostdinc")])
             .expect_err("refused in the environment too");
@@ -574,30 +515,65 @@ mod tests {
     }
 
     #[test]
-    fn an_option_without_a_value_never_swallows_the_next_search_flag() {
-        // `-Wno-deprecated-gpu-targets` takes no value: the `-I` after it is a search flag (read
-        // as its value, `x` stayed out of the search path, and a header added there first was
-        // never seen).
-        let r = resolve(&["-Wno-deprecated-gpu-targets", "-I", "x"], &[]).expect("resolves");
-        assert_eq!(r.search.include, paths(&["/w/inc", "/w/x"]));
-        let r = resolve(&["-ftz", "true", "-I", "y"], &[]).expect("resolves");
-        assert_eq!(
-            r.search.include,
-            paths(&["/w/inc", "/w/y"]),
-            "an option's separate value is still taken as its value"
+    fn debug_information_in_any_spelling_is_seen() {
+        for flags in [
+            &["-G"][..],
+            &["--device-debug"],
+            &["-lineinfo"],
+            &["-Xcompiler", "-g3"],
+            &["-Xcompiler=-gdwarf-4"],
+            &["-Xcompiler", "-O2,-g"],
+            &["-Xptxas", "-g"],
+        ] {
+            assert!(resolve(flags, &[]).expect("resolves").debug, "{flags:?}");
+        }
+        assert!(
+            resolve(&[], &[("NVCC_APPEND_FLAGS", "-G")])
+                .expect("resolves")
+                .debug,
+            "from the environment too"
         );
+        assert!(!resolve(&["-O3"], &[]).expect("resolves").debug);
+    }
+
+    #[test]
+    fn an_option_without_a_value_never_swallows_the_next_search_flag() {
+        let r = resolve(&["-Wno-deprecated-gpu-targets", "-I", "x"], &[]).expect("resolves");
+        assert_eq!(spelled(&r.search.bracket), ["inc", "x"]);
+        let r = resolve(&["-ftz", "true", "-I", "y"], &[]).expect("resolves");
+        assert_eq!(spelled(&r.search.bracket), ["inc", "y"]);
     }
 
     #[test]
     fn a_relative_spec_resolves_against_the_working_directory_of_the_request() {
         let a = resolve(&[], &[]).expect("resolves");
         assert_eq!(a.source_path, Some(PathBuf::from("/w/src/k.cu")));
+        assert_eq!(a.source_spelled, Some(PathBuf::from("src/k.cu")));
         let spec = KernelSpec::from_file("src/k.cu").include_dir("inc");
         let b = Request::resolve_in(&spec, Path::new("/elsewhere"), &|_| None).expect("resolves");
         assert_ne!(
             a, b,
             "the same spec in another directory is another request"
         );
-        assert_eq!(b.include_dirs, paths(&["/elsewhere/inc"]));
+        assert_eq!(b.search.bracket[0].path, PathBuf::from("/elsewhere/inc"));
+        assert_eq!(a.nvcc_flags, b.nvcc_flags, "spelled the same");
+    }
+
+    #[test]
+    fn rendering_parses_back_to_the_same_command() {
+        let r = resolve(
+            &[
+                "-DA=1,B=2",
+                "-DC=x\\,y",
+                "-Xcompiler",
+                "-Wl\\,-rpath\\,x,-fPIC",
+                "-O3",
+                "-arch=sm_90",
+            ],
+            &[],
+        )
+        .expect("resolves");
+        let again = cmdline::parse(&r.nvcc_flags, &Sources::none()).expect("parses");
+        assert_eq!(again.render_options(), r.nvcc_flags);
     }
 }

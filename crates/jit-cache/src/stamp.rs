@@ -40,6 +40,32 @@ const NS_PER_S: i64 = 1_000_000_000;
 /// host's clock, to be trusted.
 const FOREIGN_CLOCK_MARGIN_NS: i64 = 2 * NS_PER_S;
 
+/// How a hit looks at what it revalidates.
+///
+/// A plain `stat` may be answered by an NFS client from its attribute cache, for up to
+/// `acregmax` (60 s by default), while the compiler's `open` revalidates with the server
+/// (close-to-open): a header edited on another host would pass a plain `stat` unchanged. Under
+/// the shared protocol a hit asks the server, as the compiler would (`statx` with
+/// `AT_STATX_FORCE_SYNC`; a directory's fresh attributes also make the client look up its names
+/// again rather than trust cached misses). On a local filesystem both are one `stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// A plain `stat`: local filesystems.
+    Cached,
+    /// The server's attributes: the shared protocol.
+    Fresh,
+}
+
+impl Look {
+    /// The stamp of `path` now, looked at this way.
+    pub(crate) fn stamp(self, path: &Path) -> Option<StatStamp> {
+        match self {
+            Look::Cached => StatStamp::of(path),
+            Look::Fresh => StatStamp::of_fresh(path),
+        }
+    }
+}
+
 impl StatStamp {
     /// Stats `path` (following symlinks, as the compiler did).
     pub(crate) fn of(path: &Path) -> Option<StatStamp> {
@@ -50,6 +76,27 @@ impl StatStamp {
             st.st_size as u64,
             st.st_mtime as i64 * NS_PER_S + st.st_mtime_nsec as i64,
             st.st_ctime as i64 * NS_PER_S + st.st_ctime_nsec as i64,
+        ))
+    }
+
+    /// Like [`StatStamp::of`], with the attributes the file's server holds now (`statx` with
+    /// `AT_STATX_FORCE_SYNC`), not a client's cached ones.
+    pub(crate) fn of_fresh(path: &Path) -> Option<StatStamp> {
+        use rustix::fs::{AtFlags, StatxFlags, CWD};
+        let st = rustix::fs::statx(
+            CWD,
+            path,
+            AtFlags::STATX_FORCE_SYNC,
+            StatxFlags::BASIC_STATS,
+        )
+        .ok()?;
+        let dev = rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor);
+        Some(StatStamp(
+            dev,
+            st.stx_ino,
+            st.stx_size,
+            st.stx_mtime.tv_sec * NS_PER_S + i64::from(st.stx_mtime.tv_nsec),
+            st.stx_ctime.tv_sec * NS_PER_S + i64::from(st.stx_ctime.tv_nsec),
         ))
     }
 

@@ -5,7 +5,7 @@
 //! id), stored in the cache root's `state/` and rewritten only when it changes.
 
 use crate::error::{Error, Result};
-use crate::search::SystemDirs;
+use crate::search::{SystemDir, SystemDirs};
 use fingerprint::{IdentityCache, ToolIdentity};
 use nvcc::Nvcc;
 use std::path::{Path, PathBuf};
@@ -44,15 +44,20 @@ impl Toolchain {
             .as_deref()
             .map(IdentityCache::load)
             .unwrap_or_default();
-        let identity = fingerprint::tool_identity(
-            nvcc.path(),
-            &nvcc.companion_files(),
-            &["--version"],
-            &mut cache,
-        )?;
-        let toolkit_root = std::fs::canonicalize(nvcc.toolkit_root())
-            .unwrap_or_else(|_| nvcc.toolkit_root().to_path_buf());
-        let host = Arc::new(probe_host(None, &toolkit_root, &mut cache));
+        // Where the toolkit is, by nvcc's own word: a wrapper script or a symlink named `nvcc`
+        // runs a compiler elsewhere, whose directories are the ones the compile searches.
+        let toolkit = ToolkitDirs::probe(&nvcc, &mut cache);
+        let real = Nvcc::at(toolkit.top.join("bin").join("nvcc")).unwrap_or_else(|_| nvcc.clone());
+        let mut companions = nvcc.companion_files();
+        if real.path() != nvcc.path() {
+            companions.push(real.path().to_path_buf());
+            companions.extend(real.companion_files());
+        }
+        let identity =
+            fingerprint::tool_identity(nvcc.path(), &companions, &["--version"], &mut cache)?;
+        let toolkit_root =
+            std::fs::canonicalize(&toolkit.top).unwrap_or_else(|_| toolkit.top.clone());
+        let host = Arc::new(probe_host(None, &toolkit, &toolkit_root, &mut cache));
         // The identity cache only saves work; a cache that cannot be written is no error.
         if let Some(file) = &cache_file {
             let _ = cache.save_if_changed(file);
@@ -81,7 +86,8 @@ impl Toolchain {
             .as_deref()
             .map(IdentityCache::load)
             .unwrap_or_default();
-        let host = probe_host(Some(ccbin), &self.toolkit_root, &mut cache);
+        let toolkit = ToolkitDirs::probe(&self.nvcc, &mut cache);
+        let host = probe_host(Some(ccbin), &toolkit, &self.toolkit_root, &mut cache);
         if let Some(file) = &cache_file {
             let _ = cache.save_if_changed(file);
         }
@@ -101,6 +107,7 @@ impl Toolchain {
 /// checked on every hit, which is slower but never stale.
 fn probe_host(
     ccbin: Option<&Path>,
+    toolkit: &ToolkitDirs,
     toolkit_root: &Path,
     cache: &mut IdentityCache,
 ) -> HostCompiler {
@@ -130,25 +137,123 @@ fn probe_host(
         }
         None => (format!("{} not found", host.display()), Vec::new()),
     };
-    let include = if toolkit_root.join("targets/x86_64-linux/include").is_dir() {
-        toolkit_root.join("targets/x86_64-linux/include")
-    } else {
-        toolkit_root.join("include")
-    };
-    let cccl = include.join("cccl");
     HostCompiler {
         identity,
         dirs: Arc::new(SystemDirs {
             toolkit_root: toolkit_root.to_path_buf(),
-            toolkit_system: if cccl.is_dir() {
-                vec![cccl]
-            } else {
-                Vec::new()
-            },
-            toolkit_include: vec![include],
-            installed,
+            toolkit_top: toolkit.top.clone(),
+            toolkit_system: toolkit.system.iter().cloned().map(SystemDir::new).collect(),
+            toolkit_include: toolkit
+                .include
+                .iter()
+                .cloned()
+                .map(SystemDir::new)
+                .collect(),
+            installed: installed.into_iter().map(SystemDir::new).collect(),
             forced: vec![PathBuf::from("cuda_runtime.h")],
         }),
+    }
+}
+
+/// The toolkit's directories as nvcc spells them to the host compiler: from its own `-dryrun`
+/// (`TOP`, `INCLUDES`, `SYSTEM_INCLUDES`, expanded from `nvcc.profile` for the directory nvcc
+/// runs from), through the identity cache, so a new process spawns nothing.
+#[derive(Debug, Clone)]
+struct ToolkitDirs {
+    /// `$(_HERE_)/..`, as nvcc spells it.
+    top: PathBuf,
+    /// nvcc's `-I` directories.
+    include: Vec<PathBuf>,
+    /// nvcc's `-isystem` directories.
+    system: Vec<PathBuf>,
+}
+
+impl ToolkitDirs {
+    fn probe(nvcc: &Nvcc, cache: &mut IdentityCache) -> ToolkitDirs {
+        let dryrun = fingerprint::tool_identity(
+            nvcc.path(),
+            &[],
+            &["-dryrun", "-cubin", "jit-cache-probe.cu"],
+            cache,
+        );
+        match dryrun.ok().and_then(|id| ToolkitDirs::parse(&id.version)) {
+            Some(dirs) => dirs,
+            None => {
+                // An nvcc that cannot say: where its own path says (`bin/..`).
+                let top = nvcc
+                    .path()
+                    .parent()
+                    .unwrap_or_else(|| Path::new("."))
+                    .join("..");
+                let include = top.join("include");
+                let cccl = include.join("cccl");
+                ToolkitDirs {
+                    top,
+                    system: if cccl.is_dir() {
+                        vec![cccl]
+                    } else {
+                        Vec::new()
+                    },
+                    include: vec![include],
+                }
+            }
+        }
+    }
+
+    /// Reads the `#$ TOP=`, `#$ INCLUDES=` and `#$ SYSTEM_INCLUDES=` lines of `nvcc -dryrun`.
+    fn parse(dryrun: &str) -> Option<ToolkitDirs> {
+        let value = |name: &str| {
+            dryrun
+                .lines()
+                .find_map(|l| l.strip_prefix("#$ ")?.strip_prefix(name)?.strip_prefix('='))
+        };
+        let top = PathBuf::from(value("TOP")?.trim());
+        let words = |text: &str| -> Vec<String> {
+            let mut out = Vec::new();
+            let mut current = String::new();
+            let mut quoted = false;
+            let mut any = false;
+            for c in text.chars() {
+                match c {
+                    '"' => {
+                        quoted = !quoted;
+                        any = true;
+                    }
+                    c if c.is_whitespace() && !quoted => {
+                        if any {
+                            out.push(std::mem::take(&mut current));
+                            any = false;
+                        }
+                    }
+                    c => {
+                        current.push(c);
+                        any = true;
+                    }
+                }
+            }
+            if any {
+                out.push(current);
+            }
+            out
+        };
+        let mut include = Vec::new();
+        for word in words(value("INCLUDES").unwrap_or_default()) {
+            include.push(PathBuf::from(word.strip_prefix("-I")?));
+        }
+        let mut system = Vec::new();
+        let listed = words(value("SYSTEM_INCLUDES").unwrap_or_default());
+        let mut items = listed.iter();
+        while let Some(word) = items.next() {
+            if word != "-isystem" {
+                return None;
+            }
+            system.push(PathBuf::from(items.next()?));
+        }
+        Some(ToolkitDirs {
+            top,
+            include,
+            system,
+        })
     }
 }
 

@@ -22,6 +22,10 @@ pub struct CompileOutput {
     /// relative names resolved against the job's working directory. Includes system and toolkit
     /// headers and headers reached only in device passes (see the crate docs).
     pub headers: Vec<PathBuf>,
+    /// The same files as the dependency file spells them (relative names kept relative), in the
+    /// same order: what the compiler's preprocessor printed, for a caller that writes the
+    /// dependency file the same command would.
+    pub spelled: Vec<PathBuf>,
     /// The compiler's stderr (warnings), lossily decoded.
     pub stderr: String,
     /// The diagnostics parsed from `stderr` (warnings and notes).
@@ -86,7 +90,9 @@ impl Nvcc {
                     timeout: job.timeout,
                     // A failed compile often still wrote its dependency file (nvcc writes it
                     // while preprocessing): the headers let a caller tell when an input changed.
-                    headers: read_headers(&depfile, &base, &source_path).ok(),
+                    headers: read_headers(&depfile, &base, &source_path)
+                        .ok()
+                        .map(|(headers, _)| headers),
                 });
                 return Err(if run.timed_out {
                     Error::Timeout(failure)
@@ -95,10 +101,11 @@ impl Nvcc {
                 });
             }
             check_output(&output)?;
-            let headers = read_headers(&depfile, &base, &source_path)?;
+            let (headers, spelled) = read_headers(&depfile, &base, &source_path)?;
             Ok(CompileOutput {
                 output: output.clone(),
                 headers,
+                spelled,
                 diagnostics: parse_diagnostics(&stderr),
                 stderr,
                 duration: run.duration,
@@ -211,7 +218,13 @@ fn check_output(output: &Path) -> Result<(), Error> {
     }
 }
 
-fn read_headers(depfile: &Path, base: &Path, source: &Path) -> Result<Vec<PathBuf>, Error> {
+/// The dependency file's prerequisites besides the source: resolved against `base`, and as
+/// spelled.
+fn read_headers(
+    depfile: &Path,
+    base: &Path,
+    source: &Path,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Error> {
     // Bytes, not a string: header names need not be UTF-8.
     let text =
         std::fs::read(depfile).map_err(|err| Error::io("read dependency file", depfile, err))?;
@@ -221,7 +234,7 @@ fn read_headers(depfile: &Path, base: &Path, source: &Path) -> Result<Vec<PathBu
     })?;
     Ok(prerequisites
         .into_iter()
-        .map(|p| resolve(base, &p))
-        .filter(|p| p != source)
-        .collect())
+        .map(|p| (resolve(base, &p), p))
+        .filter(|(p, _)| p != source)
+        .unzip())
 }

@@ -63,10 +63,12 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod cmdline;
 mod compile;
 mod depfile;
 mod diagnostics;
 mod error;
+pub mod host_options;
 mod identity;
 mod job;
 mod locate;

@@ -37,6 +37,9 @@ const VERSIONS: u64 = 40;
 /// dependency file (`-MF PATH` or `-Xcompiler=-MD,-MF,PATH`).
 const FAKE_NVCC: &str = r#"#!/bin/sh
 for a in "$@"; do
+  if [ "$a" = -dryrun ]; then
+    exit 1
+  fi
   if [ "$a" = --version ]; then
     echo "nvcc: NVIDIA (R) Cuda compiler driver"
     echo "Cuda compilation tools, release 13.5, V13.5.0"

@@ -214,14 +214,11 @@ fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
             None => "the entry has no compiler record".into(),
         })
     })?;
-    let spellings = spellings(&command, &working_dir);
     let depfile = match &command.deps {
         None => None,
         Some(deps) => {
-            let prerequisites = depfile::prerequisites(&record, &spellings, deps.system_headers)
-                .ok_or_else(|| {
-                    Fallback::Cache("a header outside this command's directories".into())
-                })?;
+            let prerequisites = depfile::prerequisites(&record, deps.system_headers)
+                .ok_or_else(|| Fallback::Cache("a header name that is not UTF-8".into()))?;
             let target = deps
                 .target
                 .clone()
@@ -262,8 +259,7 @@ fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
             .publish()
             .map_err(|e| Fallback::Cache(format!("write dependency file: {e}")))?;
     }
-    let stderr = spellings.respell_text(&record.stderr);
-    let _ = std::io::stderr().write_all(stderr.as_bytes());
+    let _ = std::io::stderr().write_all(record.stderr.as_bytes());
     // The process ends now: what it holds (hundreds of parsed records, the handle's memos) is
     // left to the exit instead of freed piece by piece; the state worth keeping is saved.
     cache.save_state();
@@ -275,10 +271,11 @@ fn extension(kind: OutputKind) -> &'static str {
     kind.extension()
 }
 
-/// The library's spec for a parsed command: the source as given, the kind, no arch list (the
-/// flags carry the targets, or nvcc's default applies), every other option as a flag.
+/// The library's spec for a parsed command: the source as given (the compile spells it so), the
+/// kind, no arch list (the flags carry the targets, or nvcc's default applies), every other
+/// option as a flag.
 fn spec_for(command: &parse::Command) -> KernelSpec {
-    let mut spec = KernelSpec::from_file(depfile::tidy_source(&command.source))
+    let mut spec = KernelSpec::from_file(&command.source)
         .kind(command.kind)
         .arches(Vec::<String>::new());
     // The name names the slot only (never the key); a stem the library refuses as a name
@@ -290,85 +287,4 @@ fn spec_for(command: &parse::Command) -> KernelSpec {
         spec = spec.flag(flag);
     }
     spec
-}
-
-/// Every directory this command and its environment name, as the library resolves them and as
-/// the command spells them: the source's directory, the working directory, `-I`, `-isystem`,
-/// the host compiler's `-I`/`-iquote`/`-isystem`, `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`,
-/// `CPATH` and `CPLUS_INCLUDE_PATH`.
-fn spellings(command: &parse::Command, working_dir: &Path) -> depfile::Spellings {
-    let mut s = depfile::Spellings::default();
-    s.add_source(
-        working_dir,
-        &command.source,
-        &depfile::tidy_source(&command.source),
-    );
-    let mut args = Vec::new();
-    for var in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
-        if let Ok(value) = std::env::var(var) {
-            args.extend(value.split_whitespace().map(str::to_string));
-        }
-    }
-    args.extend(command.library_flags());
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        let (name, value) = match arg.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (arg, None),
-        };
-        let take = |i: &mut usize| -> Option<String> {
-            value.clone().or_else(|| {
-                let v = args.get(*i).cloned();
-                *i += 1;
-                v
-            })
-        };
-        match name {
-            "-I" | "--include-path" | "-isystem" | "--system-include" => {
-                if let Some(v) = take(&mut i) {
-                    for dir in v.split(',').filter(|d| !d.is_empty()) {
-                        s.add(working_dir, dir);
-                    }
-                }
-            }
-            "-Xcompiler" | "--compiler-options" => {
-                if let Some(v) = take(&mut i) {
-                    let items: Vec<&str> = v.split(',').collect();
-                    let mut k = 0;
-                    while k < items.len() {
-                        let item = items[k];
-                        k += 1;
-                        for prefix in ["-iquote", "-isystem", "-I"] {
-                            if let Some(rest) = item.strip_prefix(prefix) {
-                                let dir = if rest.is_empty() {
-                                    k += 1;
-                                    items.get(k - 1).copied().unwrap_or("")
-                                } else {
-                                    rest
-                                };
-                                s.add(working_dir, dir);
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            _ if name.starts_with("-I") && name.len() > 2 => {
-                s.add(working_dir, &arg[2..]);
-            }
-            _ => {}
-        }
-    }
-    for var in ["CPATH", "CPLUS_INCLUDE_PATH"] {
-        if let Some(value) = std::env::var_os(var) {
-            for dir in std::env::split_paths(&value) {
-                if let Some(dir) = dir.to_str().filter(|d| !d.is_empty()) {
-                    s.add(working_dir, dir);
-                }
-            }
-        }
-    }
-    s
 }

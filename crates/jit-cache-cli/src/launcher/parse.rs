@@ -1,19 +1,21 @@
-//! nvcc's command line, parsed by nvcc's own option table: what a launcher may cache, and what
-//! it must leave to the real compiler.
+//! nvcc's command line, read by nvcc's own tokenizer (`nvcc::cmdline`, the one the library's
+//! request uses too): what a launcher may cache, and what it must leave to the real compiler.
 //!
-//! Every option nvcc 13.5 documents (`nvcc --help`) is in [`OPTIONS`] (`nvcc::options`, shared
-//! with the library), by its short and long name, with whether it takes a value and what it does. Values are accepted
-//! after `=` or in the next argument, and joined for `-I`, `-D`, `-U`, `-O`, `-L` and `-l`
-//! (`-Iinc`, `-O3`), as nvcc reads them. `--options-file` is expanded in place.
+//! Every option nvcc 13.5 documents (`nvcc --help`) is in nvcc's table (`nvcc::options`), by its
+//! short and long name, with whether it takes a value and what it does; what reaches the host
+//! compiler is read by GCC's table (`nvcc::host_options`). Values are accepted after `=` or in
+//! the next argument, and joined for `-I`, `-D`, `-U`, `-O`, `-L` and `-l` (`-Iinc`, `-O3`), as
+//! nvcc reads them. `--options-file` and host response files (`@file`) are expanded in place.
 //!
 //! A command is cacheable when it compiles one `.cu` source to an object (`-c`, `-dc`), a
 //! cubin, a PTX or a fatbin. Anything else (linking, several inputs, `-E`, `-M` alone, `-`,
-//! `--keep`, an option this table does not know) is [`Uncacheable`] with the reason, and the
+//! `--keep`, an option either table does not know) is [`Uncacheable`] with the reason, and the
 //! launcher runs the real nvcc unchanged: an option not understood is never dropped from a key.
 
 use jit_cache::OutputKind;
 
-use nvcc::options::{Opt, Role, OPTIONS};
+use nvcc::cmdline::{self, Arg, CommandLine, Item, Sources};
+use nvcc::options::Role;
 use Role::*;
 
 /// Why a command line is left to the real compiler: `--foo`, `several sources`, ...
@@ -33,36 +35,6 @@ pub(crate) struct DepRequest {
     pub(crate) phony: bool,
 }
 
-/// One option that enters the key, with its value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Flag {
-    pub(crate) opt: &'static Opt,
-    pub(crate) value: Option<String>,
-}
-
-impl Flag {
-    /// The flag as one argv element in its canonical spelling (`-arch=sm_90`, `-O3`, `-DX=1`),
-    /// or two for the search options, which the library reads in that form.
-    pub(crate) fn render(&self, out: &mut Vec<String>) {
-        match &self.value {
-            None => out.push(self.opt.short.to_string()),
-            Some(value) if self.opt.role == Search => {
-                out.push(self.opt.short.to_string());
-                out.push(value.clone());
-            }
-            Some(value) if self.opt.joined && joins_back(self.opt, value) => {
-                out.push(format!("{}{value}", self.opt.short))
-            }
-            Some(value) if self.opt.joined => {
-                // `-l` + `ink` would read as `-link`: keep the value apart.
-                out.push(self.opt.short.to_string());
-                out.push(value.clone());
-            }
-            Some(value) => out.push(format!("{}={value}", self.opt.short)),
-        }
-    }
-}
-
 /// A cacheable nvcc command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Command {
@@ -72,25 +44,15 @@ pub(crate) struct Command {
     /// `-o`, as given.
     pub(crate) output: Option<String>,
     pub(crate) deps: Option<DepRequest>,
-    /// Every other option, in order.
-    pub(crate) flags: Vec<Flag>,
+    /// Every other option, tokenized (the host compiler's arguments among them).
+    pub(crate) flags: CommandLine,
 }
 
 impl Command {
-    /// The flags for the library: search options first (in their order), then the rest (in
-    /// theirs). Neither group's order changes, and no option moves across one of its own kind.
+    /// The flags for the library, canonically spelled: the library tokenizes them again with the
+    /// same tokenizer and gets this command.
     pub(crate) fn library_flags(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for search in [true, false] {
-            for flag in self
-                .flags
-                .iter()
-                .filter(|f| (f.opt.role == Search) == search)
-            {
-                flag.render(&mut out);
-            }
-        }
-        out
+        self.flags.render_options()
     }
 
     /// The whole command, canonically spelled: parsing it again gives this command.
@@ -100,9 +62,7 @@ impl Command {
             OutputKind::Object => "-c".to_string(),
             other => other.flag().to_string(),
         }];
-        for flag in &self.flags {
-            flag.render(&mut out);
-        }
+        out.extend(self.library_flags());
         if let Some(deps) = &self.deps {
             out.push(if deps.system_headers { "-MD" } else { "-MMD" }.into());
             if let Some(file) = &deps.file {
@@ -123,83 +83,28 @@ impl Command {
     }
 }
 
-/// Whether `short` + `value` reads back as this option with this value.
-fn joins_back(opt: &'static Opt, value: &str) -> bool {
-    lookup(&format!("{}{value}", opt.short))
-        .is_some_and(|(found, v)| std::ptr::eq(found, opt) && v.as_deref() == Some(value))
-}
-
-/// Finds the option `arg` names: (option, value given with it, whether a value must follow).
-fn lookup(arg: &str) -> Option<(&'static Opt, Option<String>)> {
-    let (name, eq_value) = match arg.split_once('=') {
-        Some((name, value)) => (name, Some(value.to_string())),
-        None => (arg, None),
-    };
-    if let Some(opt) = OPTIONS
-        .iter()
-        .find(|o| o.short == name || (!o.long.is_empty() && o.long == name))
-    {
-        if eq_value.is_some() && !opt.value {
-            return None;
-        }
-        return Some((opt, eq_value));
-    }
-    // Joined values (`-Iinc`, `-O3`, `-DX=1`): the whole rest of the argument is the value.
-    OPTIONS.iter().filter(|o| o.joined).find_map(|o| {
-        let rest = arg.strip_prefix(o.short)?;
-        (!rest.is_empty()).then(|| (o, Some(rest.to_string())))
-    })
-}
-
-/// Splits an options file as nvcc does: whitespace separates arguments; single and double
-/// quotes group; a backslash escapes the next character.
-fn split_options_file(text: &str) -> Result<Vec<String>, Uncacheable> {
-    let mut args = Vec::new();
-    let mut current = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), '\\') | (None, '\\') => {
-                if let Some(next) = chars.next() {
-                    current.push(next);
-                }
-                in_word = true;
-            }
-            (Some(_), c) => current.push(c),
-            (None, '"' | '\'') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    args.push(std::mem::take(&mut current));
-                    in_word = false;
-                }
-            }
-            (None, c) => {
-                current.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        return Err(Uncacheable("unterminated quote in --options-file".into()));
-    }
-    if in_word {
-        args.push(current);
-    }
-    Ok(args)
-}
-
-/// Parses an nvcc command line (without the program name). `read_file` reads an options file.
+/// Parses an nvcc command line (without the program name). `read_file` reads an options file or
+/// a response file.
 pub(crate) fn parse(
     args: &[String],
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<Command, Uncacheable> {
-    let mut queue: std::collections::VecDeque<String> = args.iter().cloned().collect();
+    let line = cmdline::parse(
+        args,
+        &Sources {
+            prepend: None,
+            append: None,
+            read_file,
+        },
+    )
+    .map_err(|refused| {
+        // An unknown option is counted by its name alone (`launcher uncacheable: --foo: 3`);
+        // other refusals say why.
+        Uncacheable(match refused.kind {
+            cmdline::RefusalKind::UnknownOption => refused.arg,
+            _ => refused.to_string(),
+        })
+    })?;
     let mut kind: Option<OutputKind> = None;
     let mut device_c = false;
     let mut sources: Vec<String> = Vec::new();
@@ -207,30 +112,22 @@ pub(crate) fn parse(
     let mut dep_mode: Option<bool> = None;
     let mut deps = DepRequest::default();
     let mut dep_options = false;
-    let mut flags = Vec::new();
-    let mut expanded = 0usize;
+    let mut flags = CommandLine {
+        items: Vec::new(),
+        host: line.host,
+    };
     let reason = |s: &str| Uncacheable(s.to_string());
-    while let Some(arg) = queue.pop_front() {
-        if arg == "-" {
-            return Err(reason("- (stdin)"));
-        }
-        if !arg.starts_with('-') || arg.len() == 1 {
-            sources.push(arg);
-            continue;
-        }
-        let Some((opt, given)) = lookup(&arg) else {
-            let name = arg.split_once('=').map_or(arg.as_str(), |(n, _)| n);
-            return Err(Uncacheable(name.to_string()));
+    for item in line.items {
+        let arg = match item {
+            Item::Input(input) if input == "-" => return Err(reason("- (stdin)")),
+            Item::Input(input) => {
+                sources.push(input);
+                continue;
+            }
+            Item::Opt(arg) => arg,
         };
-        let value = match (opt.value, given) {
-            (false, _) => None,
-            (true, Some(v)) => Some(v),
-            (true, None) => Some(
-                queue
-                    .pop_front()
-                    .ok_or_else(|| Uncacheable(format!("{} without a value", opt.short)))?,
-            ),
-        };
+        let opt = arg.opt;
+        let value = arg.value.clone();
         match opt.role {
             Mode(k) => {
                 if kind.is_some_and(|old| old != k) || device_c {
@@ -270,22 +167,9 @@ pub(crate) fn parse(
                 deps.phony = true;
                 dep_options = true;
             }
-            OptionsFile => {
-                expanded += 1;
-                if expanded > 64 {
-                    return Err(reason("--options-file nested too deep"));
-                }
-                let mut inserted = Vec::new();
-                for file in value.unwrap_or_default().split(',') {
-                    let text = read_file(file)
-                        .map_err(|e| Uncacheable(format!("--options-file {file}: {e}")))?;
-                    inserted.extend(split_options_file(&text)?);
-                }
-                for arg in inserted.into_iter().rev() {
-                    queue.push_front(arg);
-                }
-            }
-            Search | Keyed => flags.push(Flag { opt, value }),
+            // Expanded by the tokenizer where it stood.
+            OptionsFile => {}
+            Search | Keyed => flags.items.push(Item::Opt(arg)),
             NotCached => return Err(Uncacheable(opt.long_or_short().to_string())),
         }
     }
@@ -295,10 +179,11 @@ pub(crate) fn parse(
     if device_c {
         // `-dc` is `-c -rdc=true`.
         kind = OutputKind::Object;
-        flags.push(Flag {
-            opt: find("-rdc"),
+        let (rdc, _) = cmdline::lookup("-rdc=true").ok_or_else(|| reason("-dc"))?;
+        flags.items.push(Item::Opt(Arg {
+            opt: rdc,
             value: Some("true".into()),
-        });
+        }));
     }
     let source = match sources.as_slice() {
         [one] => one.clone(),
@@ -325,17 +210,10 @@ pub(crate) fn parse(
     })
 }
 
-/// The option named `short` (the table is static; a missing name is a bug caught by tests).
-fn find(short: &str) -> &'static Opt {
-    OPTIONS
-        .iter()
-        .find(|o| o.short == short)
-        .unwrap_or(&OPTIONS[0])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvcc::options::{Opt, OPTIONS};
     use proptest::prelude::*;
 
     fn strings(args: &[&str]) -> Vec<String> {
@@ -355,20 +233,6 @@ mod tests {
             Ok(c) => panic!("{args:?} must not be cacheable: {c:?}"),
             Err(Uncacheable(why)) => why,
         }
-    }
-
-    #[test]
-    fn the_table_has_no_duplicate_names_and_find_knows_rdc() {
-        let mut names = std::collections::HashSet::new();
-        for opt in OPTIONS {
-            for name in [opt.short, opt.long] {
-                assert!(
-                    name.is_empty() || names.insert(name),
-                    "{name} is listed twice"
-                );
-            }
-        }
-        assert_eq!(find("-rdc").long, "--relocatable-device-code");
     }
 
     #[test]
@@ -447,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn search_options_go_first_and_keep_their_order() {
+    fn options_keep_their_order_and_host_arguments_go_in_one_xcompiler() {
         let c = parsed(&[
             "-c",
             "-DA",
@@ -465,18 +329,15 @@ mod tests {
         assert_eq!(
             c.library_flags(),
             strings(&[
-                "-I",
-                "a",
+                "-DA",
+                "-Ia",
+                "-use_fast_math",
                 "-isystem",
                 "s",
-                "-Xcompiler",
-                "-fPIC",
-                "-I",
-                "b",
+                "-Ib",
                 "-ccbin",
                 "g++",
-                "-DA",
-                "-use_fast_math"
+                "-Xcompiler=-fPIC",
             ])
         );
     }
@@ -486,6 +347,8 @@ mod tests {
         assert_eq!(refused(&["-c", "--foo", "k.cu"]), "--foo");
         assert_eq!(refused(&["-c", "--foo=3", "k.cu"]), "--foo");
         assert_eq!(refused(&["-c", "-MQ", "x", "k.cu"]), "-MQ");
+        assert!(refused(&["-c", "-Xcompiler", "-B/x", "k.cu"]).contains("-B/x"));
+        assert!(refused(&["-c", "-Xcompiler", "@nope", "k.cu"]).contains("@nope"));
         assert_eq!(refused(&["-c", "-keep", "k.cu"]), "--keep");
         assert_eq!(refused(&["-E", "k.cu"]), "--preprocess");
         assert_eq!(refused(&["-M", "k.cu"]), "--generate-dependencies");
@@ -501,9 +364,8 @@ mod tests {
             refused(&["-c", "-MF", "a.d", "a.cu"]),
             "-MF, -MT or -MP without -MD or -MMD"
         );
-        assert_eq!(
-            refused(&["-c", "-g=1", "a.cu"]),
-            "-g",
+        assert!(
+            refused(&["-c", "-g=1", "a.cu"]) == "-g",
             "a flag given a value is not understood"
         );
         assert_eq!(refused(&["-c", "a.cu", "-o"]), "-o without a value");
@@ -514,7 +376,7 @@ mod tests {
     fn options_files_expand_in_place_with_quotes() {
         let read = |name: &str| -> std::io::Result<String> {
             match name {
-                "opts" => Ok("-I 'dir with space' \"-DX=a b\"\n-optf more".into()),
+                "opts" => Ok("-I \"dir with space\" \"-DX=a b\"\n-optf more".into()),
                 "more" => Ok("-O3".into()),
                 _ => Err(std::io::ErrorKind::NotFound.into()),
             }
@@ -522,7 +384,7 @@ mod tests {
         let c = parse(&strings(&["-c", "--options-file", "opts", "k.cu"]), &read).expect("parses");
         assert_eq!(
             c.library_flags(),
-            strings(&["-I", "dir with space", "-DX=a b", "-O3"])
+            strings(&["-Idir with space", "-DX=a b", "-O3"])
         );
         let missing = parse(&strings(&["-c", "-optf=nope", "k.cu"]), &read);
         assert!(
@@ -533,6 +395,10 @@ mod tests {
 
     /// An argument list for `opt` in a random spelling.
     fn spell(opt: &'static Opt, value: &str, pick: u8) -> Vec<String> {
+        let joins_back = |opt: &'static Opt, value: &str| {
+            nvcc::cmdline::lookup(&format!("{}{value}", opt.short))
+                .is_some_and(|(found, v)| found.short == opt.short && v.as_deref() == Some(value))
+        };
         let name = if opt.long.is_empty() || pick.is_multiple_of(2) {
             opt.short
         } else {
@@ -551,9 +417,10 @@ mod tests {
     }
 
     fn keyed_options() -> Vec<&'static Opt> {
+        // The host compiler's arguments are GCC's options, drawn by the library's property test.
         OPTIONS
             .iter()
-            .filter(|o| matches!(o.role, Keyed | Search))
+            .filter(|o| matches!(o.role, Keyed | Search) && o.short != "-Xcompiler")
             .collect()
     }
 

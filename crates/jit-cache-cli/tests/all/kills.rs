@@ -46,7 +46,7 @@ fn heavy_a_builder_killed_mid_compile_blocks_nothing() {
     write_executable(
         &stuck,
         &format!(
-            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) exec '{}' --version ;; esac\necho started > '{}'\nread x < '{}'\n",
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" -dryrun \"*) exec '{}' \"$@\" ;; esac\necho started > '{}'\nread x < '{}'\n",
             real_nvcc().display(),
             started.display(),
             hold.display()

@@ -701,7 +701,7 @@ fn a_killed_launcher_leaves_no_partial_output() {
     write_executable(
         &fake,
         &format!(
-            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) exec '{}' \"$@\" ;; esac\n: > '{}'\nexec sleep 600\n",
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" -dryrun \"*) exec '{}' \"$@\" ;; esac\n: > '{}'\nexec sleep 600\n",
             real_nvcc().display(),
             started.display()
         ),
@@ -774,15 +774,19 @@ fn the_comparison_modulo_module_id_accepts_only_differences_inside_internal_name
 #[test]
 fn heavy_launcher_every_spelling_of_a_command_gets_nvccs_depfile_and_diagnostics() {
     let s = Setup::new();
-    // (directory under the project, -I arguments, source): one unit, spelled five ways; two
-    // compile, the others hit an entry built for another spelling and must still write what
-    // nvcc writes for them.
+    // (directory under the project, -I arguments, source): one unit, its paths spelled five
+    // ways, each of which nvcc names in its dependency file and diagnostics (and `__FILE__`):
+    // each is an entry of its own. The same paths in other option spellings (`-I include`,
+    // `--include-path=include`) are the first command and hit its entry.
     let cases: &[(&str, &[&str], &str)] = &[
         ("", &["-Iinclude"], "src/warn.cu"),
         ("src", &["-I../include"], "./warn.cu"),
         ("", &["-Iinclude", "-I./include/"], "./src//warn.cu"),
         ("src", &["-I", "../include,../include/"], "warn.cu"),
         ("", &["--include-path=include//"], "src/../src/warn.cu"),
+        ("", &["-I", "include"], "src/warn.cu"),
+        ("", &["--include-path=include"], "src/warn.cu"),
+        ("", &["--include-path", "include"], "src/warn.cu"),
     ];
     for (dir, includes, source) in cases {
         let cwd = s.project.join(dir);
@@ -837,8 +841,7 @@ fn heavy_launcher_every_spelling_of_a_command_gets_nvccs_depfile_and_diagnostics
     }
     assert_eq!(
         s.counter.compiles(),
-        2,
-        "the spellings with one -I share one entry, those with two another (the number of \
-         search directories enters the key)"
+        5,
+        "one compile per spelling of the paths; the option spellings share the first's entry"
     );
 }

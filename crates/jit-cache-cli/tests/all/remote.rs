@@ -56,19 +56,27 @@ fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
     let server = Server::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let counting = CountingCompiler::new(dir.path());
-    let hosts: Vec<(PathBuf, Vec<PathBuf>)> = (0..4)
+    // Each host has its own checkout, and builds in it by the names a build tree spells
+    // (`k0.cu`): the same command on every host, whose answer is every host's (a source spelled
+    // by another absolute path would be another command: `__FILE__` names it).
+    let hosts: Vec<(PathBuf, PathBuf, Vec<PathBuf>)> = (0..4)
         .map(|h| {
             let root = dir.path().join(format!("host{h}/cache"));
-            let sources = checkout(&dir.path().join(format!("host{h}/checkout")));
-            (root, sources)
+            let tree = dir.path().join(format!("host{h}/checkout"));
+            let sources = checkout(&tree)
+                .iter()
+                .map(|p| PathBuf::from(p.file_name().expect("a file name")))
+                .collect();
+            (root, tree, sources)
         })
         .collect();
     // 4 hosts x 4 processes, each asking for the six kernels in the same order, all at once.
     let running: Vec<_> = hosts
         .iter()
-        .flat_map(|(root, sources)| (0..4).map(move |_| (root, sources)))
-        .map(|(root, sources)| {
+        .flat_map(|(root, tree, sources)| (0..4).map(move |_| (root, tree, sources)))
+        .map(|(root, tree, sources)| {
             cli(root, &counting.path)
+                .current_dir(tree)
                 // This test is about single flight: timeouts generous enough for a loaded
                 // 2-core machine (a slow remote is skipped by design, and tested elsewhere).
                 .env("JIT_CACHE_REMOTE_CONNECT_TIMEOUT_MS", "2000")
@@ -116,7 +124,8 @@ fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
             let status = Command::new(real_nvcc())
                 .args(["-cubin", "-arch=sm_90", "-o"])
                 .arg(&out)
-                .arg(&hosts[0].1[n])
+                .arg(&hosts[0].2[n])
+                .current_dir(&hosts[0].1)
                 .status()
                 .expect("uncached nvcc");
             assert!(status.success());
@@ -131,7 +140,7 @@ fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
     }
     let mut compiles = 0;
     let mut fetched = 0;
-    for (root, _) in &hosts {
+    for (root, _, _) in &hosts {
         let stats = stats_json(root, &counting.path);
         compiles += stats["stats"]["builds_recorded"].as_u64().expect("builds");
         let remote = &stats["remote"];
@@ -184,7 +193,7 @@ fn heavy_builders_and_the_server_killed_mid_run_leave_a_consistent_remote() {
     crate::support::write_executable(
         &slow,
         &format!(
-            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *) sleep 0.3 ;; esac\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" -dryrun \"*) ;; *) sleep 0.3 ;; esac\nexec '{}' \"$@\"\n",
             real_nvcc().display()
         ),
     );

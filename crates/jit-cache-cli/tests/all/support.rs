@@ -14,7 +14,8 @@ pub fn real_nvcc() -> PathBuf {
         .to_path_buf()
 }
 
-/// A wrapper compiler that appends one line per compile (not per `--version`) to a log, then
+/// A wrapper compiler that appends one line per compile (not per `--version` or `-dryrun`, the
+/// cache's probes of the toolchain) to a log, then
 /// runs the real nvcc: the tests count compiles with it.
 pub struct CountingCompiler {
     pub path: PathBuf,
@@ -28,7 +29,7 @@ impl CountingCompiler {
         let path = bin.join("nvcc");
         let log = dir.join("compiles.log");
         let script = format!(
-            "#!/bin/sh\ncase \" $* \" in *\" --version \"*) ;; *) echo \"$$ $*\" >> '{}' ;; esac\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" -dryrun \"*) ;; *) echo \"$$ $*\" >> '{}' ;; esac\nexec '{}' \"$@\"\n",
             log.display(),
             real_nvcc().display()
         );

@@ -31,24 +31,39 @@ fn content_replaced_under_an_older_mtime_is_rebuilt_flashinfer_4489() {
 }
 
 #[test]
-fn sources_copied_elsewhere_with_fresh_mtimes_hit_flashinfer_4782() {
+fn sources_copied_again_with_fresh_mtimes_hit_flashinfer_4782() {
+    // FlashInfer #4782: a package copied anew (a container layer, a reinstall) has the same files
+    // with fresh mtimes, and every process rebuilt. The content is the same: a hit.
     let dir = tempfile::tempdir().expect("temp dir");
-    let (source, include) = write_project(&dir.path().join("a"), 1);
+    let tree = dir.path().join("a");
+    let (source, include) = write_project(&tree, 1);
     let cache = open_cache(dir.path());
     let first = cache
         .get_or_build(&project_spec(&source, &include))
         .expect("build in tree a");
-    let (source_b, include_b) = write_project(&dir.path().join("elsewhere/b"), 1);
+    std::fs::remove_dir_all(&tree).expect("remove the tree");
+    let (source_b, include_b) = write_project(&tree, 1);
     set_mtime(&source_b, 2_000_000_000);
     let second = cache
         .get_or_build(&project_spec(&source_b, &include_b))
-        .expect("build in tree b");
+        .expect("build in the copied tree");
     assert_eq!(
         second.outcome,
         Outcome::Hit,
-        "a relocated, re-timestamped copy must hit"
+        "a re-timestamped copy of the same files must hit"
     );
     assert_eq!(first.artifact.bytes(), second.artifact.bytes());
+    // The same files at another absolute path are another command: `__FILE__` and `assert`
+    // would name the other tree (issue 20); `launcher.rs` shows relative spellings sharing.
+    let (source_c, include_c) = write_project(&dir.path().join("elsewhere/c"), 1);
+    assert_ne!(
+        cache
+            .get_or_build(&project_spec(&source_c, &include_c))
+            .expect("build in tree c")
+            .outcome,
+        Outcome::Hit,
+        "an absolute spelling of another tree is not the first tree's answer"
+    );
 }
 
 #[test]

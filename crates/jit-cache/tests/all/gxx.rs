@@ -18,6 +18,7 @@ import os, sys, subprocess, signal, time
 CTL = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'ctl')
 def ctl(name): return os.path.join(CTL, name)
 args = sys.argv[1:]
+if '-dryrun' in args: sys.exit(1)
 if '--version' in args:
     print('nvcc: NVIDIA (R) Cuda compiler driver (fake: g++ -E)')
     print('Cuda compilation tools, release 13.5, V13.5.0')
@@ -28,6 +29,9 @@ while i < len(args):
     a = args[i]; i += 1
     if a == '-o': out = args[i]; i += 1
     elif a in ('-ccbin', '--compiler-bindir'): gxx = args[i]; i += 1
+    elif a.startswith('-ccbin='): gxx = a.split('=', 1)[1]
+    elif a.startswith('-isystem=') or a.startswith('-include='):
+        name, value = a.split('=', 1); pre += [name, value]
     elif a in ('-I', '-isystem', '-include', '-MF'): pre += [a, args[i]]; i += 1
     elif a.startswith('-Xcompiler='): pre += a.split('=', 1)[1].split(',')
     elif a == '-Xcompiler': pre += args[i].split(','); i += 1

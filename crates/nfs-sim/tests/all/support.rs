@@ -48,6 +48,9 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 /// set it creates `<gate>.waiting` and waits (at most 120 s) for `<gate>` before writing.
 const FAKE_NVCC: &str = r#"#!/bin/sh
 for a in "$@"; do
+  if [ "$a" = -dryrun ]; then
+    exit 1
+  fi
   if [ "$a" = --version ]; then
     echo "nvcc: NVIDIA (R) Cuda compiler driver"
     echo "Cuda compilation tools, release 13.5, V13.5.0"

@@ -12,6 +12,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 pub fn main(args: &[String]) -> ExitCode {
+    // The cache's probe of the toolkit's directories: a fake has none to tell.
+    if args.iter().any(|a| a == "-dryrun") {
+        return ExitCode::FAILURE;
+    }
     if args.iter().any(|a| a == "--version") {
         println!(
             "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.5, V13.5.0"
