@@ -170,10 +170,24 @@ struct ToolkitDirs {
 
 impl ToolkitDirs {
     fn probe(nvcc: &Nvcc, cache: &mut IdentityCache) -> ToolkitDirs {
+        // The answer depends on the path nvcc is run by (and, for a relative one, on the working
+        // directory), which the identity cache's key (the binary's content and the arguments)
+        // does not hold: a define nvcc ignores here names them.
+        let mut run_as = nvcc.path().as_os_str().as_encoded_bytes().to_vec();
+        if nvcc.path().is_relative() {
+            if let Ok(cwd) = std::env::current_dir() {
+                run_as.push(0);
+                run_as.extend_from_slice(cwd.as_os_str().as_encoded_bytes());
+            }
+        }
+        let named = format!(
+            "-DJIT_CACHE_PROBE_{}",
+            fingerprint::Digest::of_bytes(&run_as).short()
+        );
         let dryrun = fingerprint::tool_identity(
             nvcc.path(),
             &[],
-            &["-dryrun", "-cubin", "jit-cache-probe.cu"],
+            &["-dryrun", "-cubin", &named, "jit-cache-probe.cu"],
             cache,
         );
         match dryrun.ok().and_then(|id| ToolkitDirs::parse(&id.version)) {

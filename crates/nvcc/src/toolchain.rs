@@ -59,7 +59,7 @@ impl Nvcc {
         Nvcc::at(found)
     }
 
-    /// Uses the nvcc at `path`, resolving symlinks so [`Nvcc::toolkit_root`] is the real toolkit.
+    /// Uses the nvcc at `path`, as given ([`Nvcc::toolkit_root`] resolves symlinks).
     ///
     /// # Errors
     /// [`LocateError`] with one attempt when `path` is not an executable file.
@@ -73,25 +73,27 @@ impl Nvcc {
             }],
         };
         locate::check_executable(&path).map_err(reject)?;
-        let path =
-            std::fs::canonicalize(&path).map_err(|err| reject(format!("cannot resolve: {err}")))?;
         Ok(Nvcc {
             path,
             version: OnceLock::new(),
         })
     }
 
-    /// The nvcc binary (symlinks resolved).
+    /// The nvcc binary, as given (never resolved: nvcc finds its profile, its tools and the
+    /// toolkit's headers through the directory it is run from, so a symlinked toolkit runs as
+    /// itself). A relative path is relative to each compile's working directory.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The toolkit root: the parent of nvcc's `bin` directory.
-    pub fn toolkit_root(&self) -> &Path {
-        self.path
-            .parent()
+    /// The toolkit root: the parent of the `bin` directory of the nvcc binary (symlinks
+    /// resolved, so a link to nvcc names the toolkit it belongs to).
+    pub fn toolkit_root(&self) -> PathBuf {
+        let real = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        real.parent()
             .and_then(Path::parent)
             .unwrap_or_else(|| Path::new("/"))
+            .to_path_buf()
     }
 
     /// The release parsed from `nvcc --version` ("13.5" from "release 13.5, V13.5.37"); queried

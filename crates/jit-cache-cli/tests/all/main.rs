@@ -7,6 +7,7 @@ mod support;
 mod cli;
 mod kills;
 mod launcher;
+mod never_guesses;
 mod processes;
 mod remote;
 mod team_root;

@@ -143,10 +143,10 @@ fn a_batch_builds_other_kernels_first_while_another_host_holds_a_lease() {
 fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
     let server = Server::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    // Three checkouts in different places: a and b have the same header, c another one.
-    let spec_a = project(&dir.path().join("checkout-a"), 1);
-    let spec_b = project(&dir.path().join("elsewhere/checkout-b"), 1);
-    let spec_c = project(&dir.path().join("checkout-c"), 2);
+    // Every host's checkout at the same path (a fleet's image), spelled the same: a and b have
+    // the same header, c (and d) another one. (A checkout elsewhere, spelled by its absolute
+    // path, is another command: `__FILE__` and diagnostics name the path.)
+    let checkout = dir.path().join("checkout");
     let a = host(
         &dir.path().join("a"),
         Some(remote(&server.url(), RemoteMode::ReadWrite)),
@@ -160,7 +160,8 @@ fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
         Some(remote(&server.url(), RemoteMode::ReadWrite)),
     );
 
-    let from_a = a.get_or_build(&spec_a).expect("a builds");
+    let from_a = a.get_or_build(&project(&checkout, 1)).expect("a builds");
+    let spec_b = project(&checkout, 1);
     let from_b = b.get_or_build(&spec_b).expect("b answers");
     assert_eq!(
         from_b.outcome,
@@ -171,7 +172,7 @@ fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
         from_a.artifact.bytes() == from_b.artifact.bytes(),
         "the bytes must be equal"
     );
-    let from_c = c.get_or_build(&spec_c).expect("c answers");
+    let from_c = c.get_or_build(&project(&checkout, 2)).expect("c answers");
     assert_eq!(
         from_c.outcome,
         Outcome::Built,
@@ -185,7 +186,7 @@ fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
     assert_eq!(builds(&c), 1, "c compiled");
 
     // The manifest now holds both variants: a fourth host with c's header fetches c's.
-    let spec_d = project(&dir.path().join("checkout-d"), 2);
+    let spec_d = project(&checkout, 2);
     let d = host(
         &dir.path().join("d"),
         Some(remote(&server.url(), RemoteMode::ReadWrite)),
