@@ -10,6 +10,9 @@ use std::process::{Command, Output};
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_jit-cache");
 
+/// Environment variables for a command.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
 /// A kernel that embeds `VALUE` (from whatever `include` brings) in its cubin.
 fn kernel(include: &str) -> String {
     format!(
@@ -148,7 +151,7 @@ fn heavy_gccs_directory_rules_decide_the_search_order() {
     // `-I A -isystem B -isystem A`: GCC drops A from the -I chain (it is a system directory),
     // so B is searched first. The earlier main kept A at its -I place, recorded no absence in B,
     // and answered 1111 after B/x.h appeared.
-    let spellings: &[(&[&str], &[(&str, &str)])] = &[
+    let spellings: &[(&[&str], Env)] = &[
         (&["-I", "A", "-isystem", "B", "-isystem", "A"], &[]),
         (
             &["-Xcompiler", "-IA", "-isystem", "B", "-isystem", "A"],
