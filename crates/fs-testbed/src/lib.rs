@@ -163,6 +163,71 @@ pub fn with_fs<R: Send>(kind: FsKind, f: impl FnOnce(&Path) -> R + Send) -> Resu
     })
 }
 
+/// Runs `f` with each of `paths` also visible under a directory every user can enter (bind
+/// mounts, read-only, in a private mount namespace): for tests that run what a checkout built
+/// (a binary, the project's nvcc) as another user, from a checkout under a directory that user
+/// cannot enter (a clone under `/root`, or `mktemp -d`). `f` gets the reachable paths, in order;
+/// processes it starts see them too.
+///
+/// # Errors
+/// [`Skipped`] when not root, or when a mount fails.
+pub fn with_reachable<R: Send>(
+    paths: &[&Path],
+    f: impl FnOnce(&[std::path::PathBuf]) -> R + Send,
+) -> Result<R, Skipped> {
+    let skip = |reason: String| Skipped {
+        kind: FsKind::DefaultTmp,
+        reason,
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(skip("bind mounts need root".into()));
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("fs-testbed-reachable-")
+        .tempdir_in("/tmp")
+        .map_err(|e| skip(format!("create a scratch dir in /tmp: {e}")))?;
+    std::fs::set_permissions(
+        scratch.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .map_err(|e| skip(format!("chmod {}: {e}", scratch.path().display())))?;
+    let mut targets = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let name = path.file_name().map_or_else(
+            || format!("path{i}"),
+            |n| format!("{i}-{}", n.to_string_lossy()),
+        );
+        let target = scratch.path().join(name);
+        if path.is_dir() {
+            std::fs::create_dir(&target)
+        } else {
+            std::fs::write(&target, b"")
+        }
+        .map_err(|e| skip(format!("create {}: {e}", target.display())))?;
+        targets.push(target);
+    }
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(|| -> Result<R, Skipped> {
+            enter_private_mount_namespace().map_err(skip)?;
+            for (path, target) in paths.iter().zip(&targets) {
+                namespace::bind_read_only(path, target).map_err(|e| {
+                    skip(format!(
+                        "bind {} on {}: {e}",
+                        path.display(),
+                        target.display()
+                    ))
+                })?;
+            }
+            Ok(f(&targets))
+        });
+        match handle.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 /// Moves the calling thread into a new mount namespace whose mounts are all private.
 fn enter_private_mount_namespace() -> Result<(), String> {
     namespace::enter_private_mount_namespace()

@@ -38,6 +38,40 @@ pub fn enter_private_mount_namespace() -> io::Result<()> {
     Ok(())
 }
 
+/// Bind-mounts `source` on `target` (an existing file or directory), then makes the mount
+/// read-only. Call it in a private mount namespace.
+pub fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
+    let (source, target) = (cstring(source)?, cstring(target)?);
+    // SAFETY: valid NUL-terminated source and target, null type and data, as mount(2) allows for
+    // a bind mount.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above; a remount of the bind changes only its flags.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `umount2(path, flags)`.
 pub fn umount(path: &Path, flags: i32) -> io::Result<()> {
     let path = cstring(path)?;

@@ -4,10 +4,12 @@
 
 mod args;
 mod launcher;
+mod out;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
 use jit_cache::{Answer, Cache, CacheOptions, Error, GcPolicy, KernelSpec, Outcome, RootMode};
+use out::say;
 use serde_json::json;
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -27,7 +29,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if cli.json {
-                println!("{}", json!({ "error": e.to_string() }));
+                say!("{}", json!({ "error": e.to_string() }));
             } else {
                 eprintln!("jit-cache: {e}");
             }
@@ -91,11 +93,11 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                 if cli.json {
                     out.push(serde_json::to_value(&explanation).unwrap_or_default());
                 } else {
-                    println!("{explanation}");
+                    say!("{explanation}");
                 }
             }
             if cli.json {
-                println!("{}", json!({ "explain": out }));
+                say!("{}", json!({ "explain": out }));
             }
             Ok(0)
         }
@@ -107,30 +109,46 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                         .into_iter()
                         .map(|(line, count)| (line, count.into()))
                         .collect();
-                println!(
+                say!(
                     "{}",
                     json!({ "root": cache.root(), "stats": stats, "launcher": launcher,
                             "remote": cache.remote_stats() })
                 );
             } else {
-                println!("root:            {}", cache.root().display());
-                println!("entries:         {}", stats.entries);
-                println!("bytes:           {}", stats.bytes);
-                println!("builds recorded: {}", stats.builds_recorded);
-                println!("failures:        {}", stats.failures);
-                println!("staging:         {}", stats.staging);
-                println!("trash:           {}", stats.trash);
-                for (line, count) in launcher::counts(cache.root()) {
-                    println!("launcher {line}: {count}");
+                say!("root:            {}", cache.root().display());
+                say!("entries:         {}", stats.entries);
+                say!("bytes:           {}", stats.bytes);
+                say!("builds recorded: {}", stats.builds_recorded);
+                say!("failures:        {}", stats.failures);
+                say!("staging:         {}", stats.staging);
+                say!("trash:           {}", stats.trash);
+                let asked = stats.hits
+                    + stats.built
+                    + stats.fetched
+                    + stats.not_cached.values().sum::<u64>();
+                say!("hits:            {}", stats.hits);
+                say!("built:           {}", stats.built);
+                say!("fetched:         {}", stats.fetched);
+                for (why, count) in &stats.not_cached {
+                    say!("not cached:      {count} ({why})");
                 }
-                println!("filesystem:      {}", stats.filesystem);
-                println!("protocol:        {}", stats.protocol);
+                if asked > 0 {
+                    say!(
+                        "hit rate:        {:.1}% of {asked} requests",
+                        100.0 * stats.hits as f64 / asked as f64
+                    );
+                }
+                for (line, count) in launcher::counts(cache.root()) {
+                    say!("launcher {line}: {count}");
+                }
+                say!("filesystem:      {}", stats.filesystem);
+                say!("protocol:        {}", stats.protocol);
                 let remote = cache.remote_stats();
-                println!(
+                say!(
                     "remote:          {} hits, {} misses, {} uploads, {} bytes fetched, {} bytes uploaded",
                     remote.hits, remote.misses, remote.uploads, remote.bytes_fetched, remote.bytes_uploaded
                 );
-                println!(
+                say!(
                     "remote faults:   {} errors, {} rejected, {} leases waited, {} failures fetched, {} shared",
                     remote.errors, remote.rejected, remote.leases_waited, remote.failures_fetched, remote.failures_shared
                 );
@@ -140,10 +158,10 @@ fn run(cli: &Cli) -> Result<u8, Error> {
         Command::Ls => {
             let entries = cache.entries()?;
             if cli.json {
-                println!("{}", json!({ "entries": entries }));
+                say!("{}", json!({ "entries": entries }));
             } else {
                 for e in entries {
-                    println!(
+                    say!(
                         "{:<24} {:<7} {:>9} {}",
                         e.name,
                         e.kind,
@@ -157,15 +175,15 @@ fn run(cli: &Cli) -> Result<u8, Error> {
         Command::Verify => {
             let report = cache.verify()?;
             if cli.json {
-                println!("{}", json!({ "verify": report }));
+                say!("{}", json!({ "verify": report }));
             } else {
-                println!(
+                say!(
                     "checked {}, corrupt {}",
                     report.checked,
                     report.corrupt.len()
                 );
                 for (path, why) in &report.corrupt {
-                    println!("  moved aside {}: {why}", path.display());
+                    say!("  moved aside {}: {why}", path.display());
                 }
             }
             Ok(0)
@@ -188,11 +206,14 @@ fn run(cli: &Cli) -> Result<u8, Error> {
 
 fn print_gc(cli: &Cli, what: &str, report: &jit_cache::GcReport) {
     if cli.json {
-        println!("{}", json!({ what: report }));
+        say!("{}", json!({ what: report }));
     } else {
-        println!(
+        say!(
             "{what}: evicted {} ({} bytes), skipped busy {}, swept {}",
-            report.evicted, report.bytes_freed, report.skipped_busy, report.swept
+            report.evicted,
+            report.bytes_freed,
+            report.skipped_busy,
+            report.swept
         );
     }
 }
@@ -229,7 +250,7 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
                     if let Some(w) = &answer.warning {
                         eprintln!("jit-cache: warning: {w}");
                     }
-                    println!(
+                    say!(
                         "{}: {} {}",
                         spec.name,
                         answer.outcome,
@@ -253,10 +274,53 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
         }
     }
     if cli.json {
-        println!("{}", json!({ "results": rows, "elapsed_us": elapsed_us }));
+        say!("{}", json!({ "results": rows, "elapsed_us": elapsed_us }));
     }
     // Exit codes: a compile failure wins over success; a cache error over both.
     Ok(if code == EXIT_CACHE { EXIT_CACHE } else { code })
+}
+
+/// A path to the answer's artifact that exists after this command ends. A cached artifact's
+/// entry outlives the command; an uncached one (the cache was full, read-only or failing) lives
+/// in a private directory removed with the answer, so its bytes are copied to a directory of
+/// its own under the temporary directory, which is left for the caller (and named in the
+/// warning already printed).
+fn lasting_path(spec: &KernelSpec, answer: &Answer) -> std::path::PathBuf {
+    if answer.warning.is_none() {
+        return answer.artifact.path().to_path_buf();
+    }
+    let kept = std::env::temp_dir().join(format!(
+        "jit-cache-uncached.{}.{}",
+        spec.name,
+        std::process::id()
+    ));
+    let file = kept.join(
+        answer
+            .artifact
+            .path()
+            .file_name()
+            .unwrap_or_else(|| std::ffi::OsStr::new("artifact")),
+    );
+    let copied = std::fs::create_dir_all(&kept)
+        .and_then(|()| std::fs::write(&file, answer.artifact.bytes()));
+    match copied {
+        Ok(()) => {
+            eprintln!(
+                "jit-cache: note: `{}` is not cached; its artifact is kept at {} (remove it when done)",
+                spec.name,
+                file.display()
+            );
+            file
+        }
+        Err(e) => {
+            eprintln!(
+                "jit-cache: warning: keep a copy of `{}` at {}: {e}",
+                spec.name,
+                file.display()
+            );
+            answer.artifact.path().to_path_buf()
+        }
+    }
 }
 
 fn answer_json(spec: &KernelSpec, answer: &Answer) -> serde_json::Value {
@@ -271,7 +335,7 @@ fn answer_json(spec: &KernelSpec, answer: &Answer) -> serde_json::Value {
         "name": spec.name,
         "outcome": outcome,
         "reasons": reasons,
-        "path": answer.artifact.path(),
+        "path": lasting_path(spec, answer),
         "bytes": answer.artifact.bytes().len(),
         "warning": answer.warning,
     })

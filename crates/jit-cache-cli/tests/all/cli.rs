@@ -116,3 +116,84 @@ fn a_compile_timeout_exits_1_with_a_structured_error() {
         );
     }
 }
+
+#[test]
+fn stats_into_a_closed_pipe_ends_quietly_and_counts_hits_and_builds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = dir.path().join("cache");
+    let source = dir.path().join("k.cu");
+    std::fs::write(&source, kernel_text(70)).expect("write kernel");
+    for _ in 0..3 {
+        let out = cli(&cache, &real_nvcc())
+            .arg("build")
+            .arg(&source)
+            .output()
+            .expect("run build");
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = cli(&cache, &real_nvcc())
+        .args(["--json", "stats"])
+        .output()
+        .expect("run stats");
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    assert_eq!(stats["stats"]["built"], 1, "one build: {stats}");
+    assert_eq!(stats["stats"]["hits"], 2, "two hits, counted: {stats}");
+    // `jit-cache stats | head -1`: the reader goes away after one line. Before, the second
+    // line panicked ("failed printing to stdout: Broken pipe") with exit status 101.
+    let mut child = cli(&cache, &real_nvcc())
+        .arg("stats")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn stats");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait for stats");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stats ends quietly on a closed pipe: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_uncached_answer_names_a_path_that_outlives_the_command() {
+    // A cache root on a full filesystem compiles privately, with a warning; the path the
+    // command prints must name the artifact after it exits (before, the private copy was
+    // removed with the process).
+    fs_testbed::run_or_skip(fs_testbed::FsKind::TinyTmpfs, |mount| {
+        let source = mount.join("k.cu");
+        std::fs::write(&source, kernel_text(71)).expect("write kernel");
+        let filler = mount.join("filler");
+        let mut fill = std::fs::File::create(&filler).expect("create filler");
+        let chunk = vec![0u8; 64 << 10];
+        while std::io::Write::write_all(&mut fill, &chunk).is_ok() {}
+        drop(fill);
+        let out = cli(&mount.join("cache"), &real_nvcc())
+            .args(["--json", "build"])
+            .arg(&source)
+            .output()
+            .expect("run build");
+        assert!(out.status.success(), "{out:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("build JSON");
+        let result = &doc["results"][0];
+        assert!(
+            result["warning"].is_string(),
+            "uncached, with a warning: {doc}"
+        );
+        let path = std::path::PathBuf::from(result["path"].as_str().expect("a path"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "the printed path {} names the artifact: {e}",
+                path.display()
+            )
+        });
+        assert_eq!(&bytes[..4], b"\x7fELF", "a cubin");
+        let _ = std::fs::remove_dir_all(path.parent().expect("kept dir"));
+    });
+}

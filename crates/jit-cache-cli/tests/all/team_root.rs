@@ -99,17 +99,33 @@ impl Drop for Team {
     }
 }
 
+thread_local! {
+    /// The CLI binary and the real nvcc, as the members reach them (`with_reachable`).
+    static REACHABLE: std::cell::RefCell<Option<(PathBuf, PathBuf)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The CLI binary and the real nvcc where the members can run them.
+fn reachable() -> (PathBuf, PathBuf) {
+    REACHABLE
+        .with(|r| r.borrow().clone())
+        .expect("inside with_reachable")
+}
+
 /// The CLI run as `uid` with the team as its only group, umask 022, on the team root.
 fn as_member(uid: u32, gid: u32, home: &Path, root: &Path, args: &[&str]) -> Output {
+    let (binary, nvcc) = reachable();
     Command::new("/bin/sh")
         .args(["-c", "umask 022 && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_jit-cache"))
+        .arg(binary)
         .arg("--cache-dir")
         .arg(root)
         .args(["--team", "--json"])
         .args(args)
-        .env("NVCC", real_nvcc())
+        .env("NVCC", nvcc)
         .env("HOME", home)
+        // In a directory the member can enter (the test's may be under one it cannot).
+        .current_dir(home)
         .env_remove("JIT_CACHE_DIR")
         .env_remove("XDG_CACHE_HOME")
         // std drops root's supplementary groups (setgroups(0)) before setgid and setuid.
@@ -166,6 +182,31 @@ fn two_members_with_umask_022_share_build_gc_verify_and_clear_without_eacces() {
     if let Some(why) = why_not_runnable() {
         return skip(test, &why);
     }
+    // The members run what this checkout built, which may sit under a directory they cannot
+    // enter (a clone under /root): they run it through read-only bind mounts they can reach.
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_jit-cache"));
+    let nvcc = real_nvcc();
+    let toolkit = nvcc
+        .parent()
+        .and_then(Path::parent)
+        .expect("nvcc's toolkit root")
+        .to_path_buf();
+    let ran = fs_testbed::with_reachable(
+        &[binary.parent().expect("the binary's directory"), &toolkit],
+        |reach| {
+            let name = binary.file_name().expect("binary name");
+            REACHABLE.with(|r| {
+                *r.borrow_mut() = Some((reach[0].join(name), reach[1].join("bin").join("nvcc")))
+            });
+            members_share_a_team_root();
+        },
+    );
+    if let Err(skipped) = ran {
+        skip(test, &skipped.to_string());
+    }
+}
+
+fn members_share_a_team_root() {
     let team = Team::create();
     let (gid, a, b) = (
         team.gid,

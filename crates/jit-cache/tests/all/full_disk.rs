@@ -42,3 +42,53 @@ fn a_full_cache_filesystem_still_returns_a_working_artifact_with_a_warning() {
         assert_eq!(staging, 0, "no staging left behind on the full filesystem");
     });
 }
+
+/// Fills the filesystem at `mount` to the last byte.
+fn fill(mount: &std::path::Path) {
+    let mut file = std::fs::File::create(mount.join("filler")).expect("create filler");
+    let chunk = vec![0u8; 64 * 1024];
+    while std::io::Write::write_all(&mut file, &chunk).is_ok() {}
+}
+
+/// Issue 20, class 8: a compiler that says "disk full" in another language. The earlier main
+/// matched English messages only, recorded this as the source's own failure and replayed it
+/// after the disk had room again. The evidence now is the filesystem the compile wrote.
+#[test]
+fn a_full_disk_told_in_german_is_the_environments_failure_never_replayed() {
+    fs_testbed::run_or_skip(FsKind::TinyTmpfs, |mount| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let gxx = crate::gxx::Gxx::new(dir.path());
+        let root = mount.join("cache");
+        let cache = gxx.cache(&root);
+        let source = dir.path().join("full_de.cu");
+        std::fs::write(&source, kernel_text(8)).expect("write the source (on a healthy disk)");
+        let spec = KernelSpec::from_file(&source);
+        // The root's directories exist; then the disk fills, and the compile fails saying so in
+        // German.
+        cache.stats().expect("the root is usable");
+        fill(mount);
+        gxx.set_full_in_german();
+        let first = cache.get_or_build(&spec);
+        match &first {
+            Err(jit_cache::Error::Compile(f)) => assert!(
+                matches!(f.cause, jit_cache::FailureCause::Environment { .. }),
+                "the environment's failure, by the filesystem's state: {:?}",
+                f.cause
+            ),
+            Ok(answer) => assert!(answer.warning.is_some(), "uncached"),
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            std::fs::read_dir(root.join(jit_cache::FORMAT_DIR).join("failures"))
+                .map(|d| d.count() == 0)
+                .unwrap_or(true),
+            "an environment failure is never recorded"
+        );
+        // Room again: the next request compiles (nothing replayed).
+        std::fs::remove_file(mount.join("filler")).expect("free the disk");
+        let again = cache
+            .get_or_build(&spec)
+            .expect("compiles once the disk has room");
+        assert!(again.warning.is_none(), "cached: {:?}", again.warning);
+    });
+}

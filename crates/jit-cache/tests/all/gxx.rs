@@ -6,7 +6,8 @@
 //! Control files in `<dir>/ctl/`: `hold-before` / `hold-after` pause a compile before or after it
 //! preprocesses (it writes a line to the FIFO `started` and waits for one on `go`), `kill` makes
 //! it SIGKILL itself, `hang` makes it hang (for timeouts), `full` holds a path prefix under which
-//! writing the output "fails" with ENOSPC. `log` gets one line per compile.
+//! writing the output "fails" with ENOSPC, `full-de` makes a compile whose output's filesystem
+//! has less than 64 KiB free fail with a German ENOSPC message, as a German GCC would. `log` gets one line per compile.
 
 use jit_cache::{Cache, CacheOptions};
 use std::io::{Read, Write};
@@ -44,6 +45,12 @@ if os.path.exists(ctl('hang')): time.sleep(3600)
 if os.path.exists(ctl('full')) and out.startswith(open(ctl('full')).read().strip()):
     sys.stderr.write(f'fatal error: closing dependency file {out}.d: No space left on device\n')
     sys.exit(1)
+if os.path.exists(ctl('full-de')):
+    st = os.statvfs(os.path.dirname(os.path.abspath(out)))
+    if st.f_bavail * st.f_frsize < (64 << 10):
+        # A German GCC writing its output on a full disk.
+        sys.stderr.write(f'cc1plus: schwerwiegender Fehler: {out}: Auf dem Gerät ist kein Speicherplatz mehr verfügbar\n')
+        sys.exit(1)
 def pause(point):
     if os.path.exists(ctl('hold-' + point)):
         with open(ctl('started'), 'w') as f: f.write(point + '\n')
@@ -97,6 +104,11 @@ impl Gxx {
         } else {
             let _ = std::fs::remove_file(&path);
         }
+    }
+
+    /// A compile writing to a full filesystem fails as a German GCC does.
+    pub fn set_full_in_german(&self) {
+        std::fs::write(self.ctl.join("full-de"), b"").expect("write control file");
     }
 
     pub fn set_full(&self, prefix: &Path) {
