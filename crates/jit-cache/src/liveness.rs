@@ -430,28 +430,42 @@ pub(crate) fn adopt_existing(
 // Publication notes: what a waiter's negative lookup cache may hide.
 
 /// The length of the note a builder leaves in its key's lock file.
-const NOTE_LEN: usize = 128;
+const NOTE_LEN: usize = 192;
 
 /// Under the shared protocol a builder, still holding the key's lock after publishing, writes
-/// `jit-cache published v1 <key> <unix ms>` at the start of the key's lock file. A waiter that
+/// `jit-cache published v2 <key> <variant> <unix ms>` at the start of the key's lock file. A waiter that
 /// gets the lock next may still have a negative lookup cached for the new entry (NFS's
 /// `lookupcache=all`, up to `actimeo`), but it reads the lock file's bytes afresh (close-to-open)
 /// and so learns that the entry exists. Best effort: a note that cannot be written only costs a
 /// compile. Lock files are never deleted or replaced; only these bytes change.
-pub(crate) fn note_published(layout: &crate::layout::Layout, key: &fingerprint::Digest) {
-    write_note(layout, key, "published");
+pub(crate) fn note_published(
+    layout: &crate::layout::Layout,
+    key: &fingerprint::Digest,
+    variant: &fingerprint::Digest,
+) {
+    write_note(
+        layout,
+        key,
+        "published",
+        &crate::layout::variant_dir_name(variant),
+    );
 }
 
 /// Eviction (under the key's lock) replaces a publication note of the key it evicted, so that
 /// no waiter waits for an entry that is gone.
 pub(crate) fn note_evicted(layout: &crate::layout::Layout, key: &fingerprint::Digest) {
-    write_note(layout, key, "evicted");
+    write_note(layout, key, "evicted", "-");
 }
 
-fn write_note(layout: &crate::layout::Layout, key: &fingerprint::Digest, what: &str) {
+fn write_note(
+    layout: &crate::layout::Layout,
+    key: &fingerprint::Digest,
+    what: &str,
+    variant: &str,
+) {
     use std::os::unix::fs::FileExt;
     let mut record = format!(
-        "jit-cache {what} v1 {} {}",
+        "jit-cache {what} v2 {} {variant} {}",
         key.to_hex(),
         crate::publish::now_ms()
     )
@@ -472,11 +486,14 @@ fn write_note(layout: &crate::layout::Layout, key: &fingerprint::Digest, what: &
 /// When the key's lock file notes that `key` was published recently (within the bound below),
 /// polls `lookup` until it finds the entry, for at most a little longer than NFS's longest
 /// attribute cache (65 s, or the grace period if shorter). `None`: no recent note for this key,
-/// or the entry never became visible (the caller compiles).
+/// the noted variant is visible and does not serve (`visible` says so: an input changed since
+/// it was built, and waiting cannot change that), or it never became visible (the caller
+/// compiles).
 pub(crate) fn await_noted_entry<T>(
     layout: &crate::layout::Layout,
     key: &fingerprint::Digest,
     mut lookup: impl FnMut() -> Option<T>,
+    mut visible: impl FnMut(&str) -> bool,
 ) -> Option<T> {
     use std::os::unix::fs::FileExt;
     let path = layout.lock_file(key);
@@ -491,9 +508,10 @@ pub(crate) fn await_noted_entry<T>(
     let text = std::str::from_utf8(&note[..read]).ok()?;
     let mut fields = text.split_whitespace();
     let header = [fields.next()?, fields.next()?, fields.next()?];
-    if header != ["jit-cache", "published", "v1"] || fields.next()? != key.to_hex() {
+    if header != ["jit-cache", "published", "v2"] || fields.next()? != key.to_hex() {
         return None;
     }
+    let variant = fields.next()?.to_string();
     let noted_ms: u64 = fields.next()?.parse().ok()?;
     let bound = Duration::from_secs(65).min(pin_grace());
     let age = Duration::from_millis(crate::publish::now_ms().abs_diff(noted_ms));
@@ -505,7 +523,7 @@ pub(crate) fn await_noted_entry<T>(
         if let Some(found) = lookup() {
             return Some(found);
         }
-        if std::time::Instant::now() >= deadline {
+        if visible(&variant) || std::time::Instant::now() >= deadline {
             return None;
         }
         // A bounded poll for a condition: this host's cached miss expires within `actimeo`.

@@ -117,9 +117,13 @@ fn locked_build(
     // Under the shared protocol another host may have published while we waited, hidden from
     // us by this host's negative lookup cache: the lock file's note says so (`liveness.rs`).
     if layout.protocol == crate::fstype::Protocol::Shared {
-        let noted = crate::liveness::await_noted_entry(layout, &prepared.key, || {
-            cache.lookup(layout, prepared, spec.kind).hit
-        });
+        let key_dir = layout.key_dir(&prepared.key);
+        let noted = crate::liveness::await_noted_entry(
+            layout,
+            &prepared.key,
+            || cache.lookup(layout, prepared, spec.kind).hit,
+            |variant| entry::list_variants(&key_dir).iter().any(|v| v == variant),
+        );
         if let Some((meta, artifact)) = noted {
             return Ok(hit(meta, artifact));
         }
@@ -292,7 +296,7 @@ pub(crate) fn record_published(
     inputs: &Inputs,
 ) -> Result<()> {
     if layout.protocol == crate::fstype::Protocol::Shared {
-        crate::liveness::note_published(layout, &prepared.key);
+        crate::liveness::note_published(layout, &prepared.key, variant);
     }
     write_record(
         &layout.slot_file(&prepared.slot),

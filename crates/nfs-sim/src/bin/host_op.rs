@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! nfs-sim-host-op build <root> <nvcc> <name> [--hold <ready-file> <release-file>]
+//! nfs-sim-host-op build-file <root> <nvcc> <source> <include-dir>
 //! nfs-sim-host-op clear|sweep|stats <root>
 //! ```
+//! `build-file` builds a source file with one include directory and reports, besides the
+//! outcome, the text the artifact embeds after `VAL=` (up to `;`), if any.
 //! `build --hold` keeps the artifact, writes its path to `<ready-file>`, waits (at most 120 s)
 //! for `<release-file>` to exist, and reports whether the path still reads the same bytes.
 
@@ -83,6 +86,39 @@ fn main() -> Result<()> {
                     "cached": answer.warning.is_none(),
                 })
             );
+        }
+        "build-file" => {
+            let nvcc = PathBuf::from(rest.get(1).context("need <nvcc>")?);
+            let source = PathBuf::from(rest.get(2).context("need <source>")?);
+            let include = PathBuf::from(rest.get(3).context("need <include-dir>")?);
+            let cache = open(&root, Some(&nvcc))?;
+            let spec = KernelSpec::from_file(&source).include_dir(&include);
+            match cache.get_or_build(&spec) {
+                Ok(answer) => {
+                    let bytes = answer.artifact.bytes();
+                    let marker = b"VAL=";
+                    let value = bytes
+                        .windows(marker.len())
+                        .position(|w| w == marker)
+                        .map(|at| {
+                            let rest = &bytes[at + marker.len()..];
+                            let end = rest.iter().position(|&b| b == b';').unwrap_or(0);
+                            String::from_utf8_lossy(&rest[..end]).into_owned()
+                        });
+                    println!(
+                        "{}",
+                        json!({
+                            "outcome": answer.outcome.to_string(),
+                            "warning": answer.warning,
+                            "value": value,
+                        })
+                    );
+                }
+                Err(e) => {
+                    println!("{}", json!({ "error": e.to_string() }));
+                    std::process::exit(3);
+                }
+            }
         }
         "clear" => {
             let report = open(&root, None)?.clear().context("clear")?;

@@ -303,3 +303,109 @@ fn the_cache_detects_the_shared_filesystem_reports_it_and_can_be_told_otherwise(
     let forced = stats(&local, &[("JIT_CACHE_SHARING", "shared")]);
     assert_eq!(forced["protocol"], "shared", "{forced}");
 }
+
+/// The real nvcc (`NVCC`, else the project's venv); under `cargo xtask test` its absence fails.
+fn real_nvcc() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("NVCC") {
+        return Some(PathBuf::from(path));
+    }
+    match nvcc::Nvcc::locate() {
+        Ok(found) => Some(found.path().to_path_buf()),
+        Err(e) if fs_testbed::skips_are_failures() => panic!("the real nvcc: {e}"),
+        Err(e) => {
+            eprintln!("skipped: no real nvcc: {e}");
+            None
+        }
+    }
+}
+
+/// Issue 20, class 7: on a shared root a hit trusted a plain `stat`, which an NFS client answers
+/// from its attribute cache within `actimeo`, while nvcc's `open` revalidates with the server. A
+/// header edited on host A (same size) was served stale on host B until B's cached attributes
+/// expired; the hit now asks the server (`statx` with `AT_STATX_FORCE_SYNC`). Real nvcc, the
+/// project and the root both on the export. Seen failing before the change: B answered 1111.
+#[test]
+fn heavy_a_header_edited_on_another_host_is_seen_at_once() {
+    let Some(nvcc) = real_nvcc() else { return };
+    let actimeo = Duration::from_secs(20);
+    let Some(cluster) = cluster(2, actimeo, Locks::Shared) else {
+        return;
+    };
+    let bench = Bench::new();
+    let project = cluster.root().join("proj");
+    let header = project.join("inc/x.h");
+    let (root, source, include) = (
+        cluster.root().join("cache"),
+        project.join("k.cu"),
+        project.join("inc"),
+    );
+    let text = |value: u32| format!("#pragma once\n#define VALUE {value}\n");
+    cluster.on(0, {
+        let (source, header) = (source.clone(), header.clone());
+        move || {
+            std::fs::create_dir_all(header.parent().expect("inc")).expect("mkdir inc");
+            std::fs::write(
+                &source,
+                "#include \"x.h\"\n#define STR2(x) #x\n#define STR(x) STR2(x)\n\
+                 __constant__ char tag[] = \"VAL=\" STR(VALUE) \";\";\n\
+                 extern \"C\" __global__ void k(char* o) { o[threadIdx.x] = tag[threadIdx.x]; }\n",
+            )
+            .expect("write source");
+            std::fs::write(&header, "#pragma once\n#define VALUE 1111\n").expect("write header");
+        }
+    });
+    // A stamp taken within two seconds of a write on a network filesystem is not trusted
+    // (`stamp.rs`): let the header's age pass that rule, so that a hit trusts its stamp.
+    let written = cluster.on(0, {
+        let header = header.clone();
+        move || {
+            std::fs::metadata(&header)
+                .expect("stat header")
+                .modified()
+                .expect("mtime")
+        }
+    });
+    wait_until(
+        "the header's stamp to settle",
+        Duration::from_secs(10),
+        || {
+            written
+                .elapsed()
+                .is_ok_and(|age| age > Duration::from_millis(2500))
+        },
+    );
+    let args = |nvcc: &PathBuf| {
+        [
+            "build-file".to_string(),
+            root.display().to_string(),
+            nvcc.display().to_string(),
+            source.display().to_string(),
+            include.display().to_string(),
+        ]
+    };
+    let build = |host: usize| {
+        let a = args(&nvcc);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        answer(host_op(&cluster, host, &bench, &[], &a))
+    };
+    let first = build(0);
+    assert_eq!(first["value"], "1111", "A builds: {first}");
+    // B's hit, within its attribute cache's lifetime for what follows.
+    let window = AttrWindow::opening_now(actimeo);
+    let hit = build(1);
+    assert_eq!(hit["outcome"], "hit", "B hits A's entry: {hit}");
+    assert_eq!(hit["value"], "1111");
+    cluster.on(0, {
+        let header = header.clone();
+        move || std::fs::write(&header, text(2222)).expect("A edits the header (same size)")
+    });
+    let after = build(1);
+    assert!(
+        window.is_open(),
+        "the scenario ran within B's attribute cache lifetime (a slow machine: raise actimeo)"
+    );
+    assert_eq!(
+        after["value"], "2222",
+        "B sees A's edit at once, as nvcc's open would: {after}"
+    );
+}
