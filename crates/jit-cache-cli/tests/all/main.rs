@@ -10,4 +10,5 @@ mod launcher;
 mod never_guesses;
 mod processes;
 mod remote;
+mod search_props;
 mod team_root;

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_jit-cache");
 
 /// Environment variables for a command.
-type Env<'a> = &'a [(&'a str, &'a str)];
+pub(crate) type Env<'a> = &'a [(&'a str, &'a str)];
 
 /// A kernel that embeds `VALUE` (from whatever `include` brings) in its cubin.
 fn kernel(include: &str) -> String {
@@ -26,13 +26,13 @@ fn header(value: u32) -> String {
     format!("#pragma once\n#define VALUE {value}\n")
 }
 
-fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
 /// The text between `marker` and the next `;` in a cubin.
-fn embedded(cubin: &[u8], marker: &str) -> Option<String> {
+pub(crate) fn embedded(cubin: &[u8], marker: &str) -> Option<String> {
     let m = marker.as_bytes();
     let at = cubin.windows(m.len()).position(|w| w == m)? + m.len();
     let end = cubin[at..].iter().position(|&b| b == b';')?;
@@ -40,20 +40,20 @@ fn embedded(cubin: &[u8], marker: &str) -> Option<String> {
 }
 
 /// One test's world: a directory, a cache, and the real compiler.
-struct World {
-    dir: tempfile::TempDir,
-    nvcc: PathBuf,
+pub(crate) struct World {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) nvcc: PathBuf,
 }
 
 impl World {
-    fn new() -> World {
+    pub(crate) fn new() -> World {
         World {
             dir: tempfile::tempdir().expect("temp dir"),
             nvcc: real_nvcc(),
         }
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
 
@@ -61,7 +61,7 @@ impl World {
         self.path("cache")
     }
 
-    fn run(
+    pub(crate) fn run(
         &self,
         through_launcher: bool,
         cwd: &Path,
@@ -96,7 +96,7 @@ impl World {
 
     /// What the launcher and a bare nvcc answer for the command (`-o` is added, one file each),
     /// as (launcher's, bare's) text after `marker`.
-    fn answers(
+    pub(crate) fn answers(
         &self,
         cwd: &Path,
         args: &[&str],
@@ -285,7 +285,7 @@ fn heavy_a_file_the_model_cannot_account_for_is_never_cached() {
 /// A copy of the toolkit whose `include` and `include/cccl` are directories of links to the real
 /// ones (so a test can add a header there), everything else links: nvcc finds itself, its
 /// profile and its tools through the path it is run by.
-fn toolkit_farm(real_nvcc: &Path, at: &Path) -> PathBuf {
+pub(crate) fn toolkit_farm(real_nvcc: &Path, at: &Path) -> PathBuf {
     let real_bin = real_nvcc.parent().expect("bin");
     let real_top = real_bin.parent().expect("toolkit root");
     let link_all = |from: &Path, to: &Path, except: &[&str]| {
