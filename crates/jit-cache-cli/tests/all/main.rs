@@ -7,6 +7,7 @@ mod support;
 mod cli;
 mod kills;
 mod launcher;
+mod pipelines;
 mod processes;
 mod remote;
 mod team_root;
