@@ -129,7 +129,9 @@ fn run_script(mut cmd: Command, what: &str) -> Value {
 /// A command running `script` with the venv's Python and the environment both pipelines share.
 fn python(venv: &Path, script: &str, cache: &Path) -> Command {
     let mut cmd = Command::new(venv.join("bin/python"));
+    // No `__pycache__` in the source tree (the scripts import `ninja_report.py`).
     cmd.arg(fixtures().join(script))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("CUDA_HOME", toolkit())
         .env("JIT_CACHE_DIR", cache)
         .env("MAX_JOBS", "2")
