@@ -4,6 +4,11 @@
 //!   tool is missing (`xfsprogs`, `btrfs-progs`, `fuse3`, `fio`, `ccache`).
 //! - A Python venv holding the pip CUDA compiler (`nvidia-cuda-nvcc`, `-crt`, `-cccl`), under
 //!   `target/nvcc-venv` unless `XTASK_NVCC_VENV` names another place. The nvcc path is printed.
+//! - A second venv for the real-pipeline tests (`jit-cache-cli`'s `tests/all/pipelines.rs`):
+//!   torch and FlashInfer, under `target/pipelines-venv` unless `XTASK_PIPELINES_VENV` names
+//!   another place (`setup/pipelines.rs` says what and why). `--no-pipelines` leaves it out.
+
+mod pipelines;
 
 use crate::util::{self, have_program};
 use anyhow::{bail, Context, Result};
@@ -32,13 +37,30 @@ const DEBIAN_PACKAGES: &[(&str, &str)] = &[
 
 const PIP_PACKAGES: &[&str] = &["nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-cuda-cccl"];
 
-pub fn run(_args: &[String]) -> Result<SetupPaths> {
+pub fn run(args: &[String]) -> Result<SetupPaths> {
+    let with_pipelines = !args.iter().any(|a| a == "--no-pipelines");
     install_debian_packages()?;
     let venv = std::env::var_os("XTASK_NVCC_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| util::workspace_root().join("target").join("nvcc-venv"));
     let nvcc = ensure_nvcc_venv(&venv)?;
+    if with_pipelines {
+        let python = python_program()?;
+        let venv = pipelines::ensure_venv(python, &pipelines::venv_path())?;
+        eprintln!(
+            "setup: torch and FlashInfer for the pipeline tests: {}",
+            venv.display()
+        );
+    }
     Ok(SetupPaths { nvcc })
+}
+
+/// The Python that creates the venvs.
+fn python_program() -> Result<&'static str> {
+    ["python3", "python"]
+        .into_iter()
+        .find(|p| have_program(p))
+        .context("setup: no python3 on PATH to create a venv")
 }
 
 fn is_root() -> bool {
@@ -115,10 +137,7 @@ fn ensure_nvcc_venv(venv: &Path) -> Result<PathBuf> {
         "setup: creating a venv with the pip nvcc at {}",
         venv.display()
     );
-    let python = ["python3", "python"]
-        .into_iter()
-        .find(|p| have_program(p))
-        .context("setup: no python3 on PATH to create the nvcc venv")?;
+    let python = python_program()?;
     if !venv.join("bin/pip").exists() {
         util::run_checked(Command::new(python).arg("-m").arg("venv").arg(venv))?;
     }
