@@ -245,3 +245,30 @@ fn dropping_a_handle_without_finishing_does_not_hang() {
         "tracing still works"
     );
 }
+
+#[test]
+fn a_killed_group_whose_orphans_init_reaps_ends_by_itself() {
+    let Some(tracer) = tracer() else { return };
+    let (_keep, dir) = temp_dir();
+    let mut command = Command::new("/bin/sh");
+    command
+        .current_dir(&dir)
+        .arg("-c")
+        .arg(r#""$0" ready-and-pause > /dev/null 2>&1 & echo $!"#)
+        .arg(exerciser())
+        .stdout(Stdio::piped())
+        .process_group(0);
+    let (child, handle) = tracer.spawn(&mut command).expect("spawn");
+    let group = child.id() as libc::pid_t;
+    let output = child.wait_with_output().expect("wait for sh");
+    assert!(output.status.success());
+    // As a runner does at its child's exit: the group goes, orphans included.
+    // SAFETY: killpg signals the group this test's child led.
+    unsafe { libc::killpg(group, libc::SIGKILL) };
+    let trace = handle.finish(GRACE).expect("finish");
+    assert_eq!(
+        trace.end,
+        End::AllExited,
+        "the orphan's new parent reaped it, which released the filter"
+    );
+}

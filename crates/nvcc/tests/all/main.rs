@@ -5,3 +5,4 @@ mod locate;
 mod parsers;
 mod real_nvcc;
 mod support;
+mod traced_run;
