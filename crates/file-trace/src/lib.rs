@@ -61,6 +61,8 @@
 //! - Files the kernel opens itself during `execve` are not events: the ELF interpreter
 //!   (`PT_INTERP`, e.g. `/lib64/ld-linux-x86-64.so.2`), a script's `#!` interpreter, a
 //!   `binfmt_misc` handler. The [`Op::Exec`] of the program is.
+//! - `openat2`'s `RESOLVE_BENEATH` and `RESOLVE_IN_ROOT` are not modelled: the event shows the
+//!   path as a plain `openat` would resolve it (`RESOLVE_NO_SYMLINKS` counts as `nofollow`).
 //! - `io_uring` is refused inside a trace (`ENOSYS`); a program that cannot do without it fails.
 //! - The child runs with `PR_SET_NO_NEW_PRIVS`: set-user-ID programs and file capabilities do
 //!   not raise privileges inside a trace (`sudo` fails).

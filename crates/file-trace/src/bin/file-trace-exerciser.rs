@@ -18,6 +18,7 @@
 //! exec PROGRAM            execve; the remaining actions are not run
 //! thread [ ... ]          run the actions in a new thread, join it
 //! fork [ ... ]            run the actions in a forked child, wait for it
+//! stat-loop N PATH        N stats of PATH (to time the cost of a traced call)
 //! io-uring                print "io_uring_setup <errno>" (0 when it worked)
 //! ready-and-pause         print "ready", then wait forever
 //! int80 | x32             (x86_64) a getpid through the i386 or x32 ABI
@@ -45,7 +46,7 @@ enum Action<'a> {
 fn arity(word: &str) -> usize {
     match word {
         "io-uring" | "ready-and-pause" | "int80" | "x32" => 0,
-        "openat" | "rename" | "exchange" | "symlink" | "link" => 2,
+        "openat" | "rename" | "exchange" | "symlink" | "link" | "stat-loop" => 2,
         _ => 1,
     }
 }
@@ -185,6 +186,16 @@ fn one(word: &str, operands: &[&CStr]) {
         }
         "stat" => {
             sys!(libc::SYS_newfstatat, cwd, p(0), buf, 0);
+        }
+        "stat-loop" => {
+            let n: u64 = operands[0]
+                .to_str()
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .expect("a count");
+            for _ in 0..n {
+                sys!(libc::SYS_newfstatat, cwd, p(1), buf, 0);
+            }
         }
         "lstat" => {
             sys!(

@@ -16,7 +16,8 @@ static PROBED: OnceLock<Result<Support, Unsupported>> = OnceLock::new();
 
 /// Whether this system can trace, and how well. Probed once per process (cached): a forked
 /// child installs the real filter and makes one traced `faccessat("/")`, which a supervisor
-/// thread must record.
+/// thread must record. The first call costs a `fork` of this process and a thread, about a
+/// millisecond for a small process.
 ///
 /// # Errors
 /// Why not.

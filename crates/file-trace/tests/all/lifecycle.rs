@@ -272,3 +272,29 @@ fn a_killed_group_whose_orphans_init_reaps_ends_by_itself() {
         "the orphan's new parent reaped it, which released the filter"
     );
 }
+
+#[test]
+fn many_traces_started_from_many_threads_at_once_stay_separate() {
+    let Some(tracer) = tracer() else { return };
+    let (_keep, dir) = temp_dir();
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let (tracer, dir) = (&tracer, &dir);
+            scope.spawn(move || {
+                for run in 0..6 {
+                    let own = format!("t{thread}-r{run}");
+                    let (_, trace) = exercise(tracer, dir, &["mark", &own, "open", &own]);
+                    let marks: Vec<_> = trace
+                        .events
+                        .iter()
+                        .filter(|e| e.path.starts_with("/@mark"))
+                        .map(|e| e.path.clone())
+                        .collect();
+                    assert_eq!(marks, [marker(&own)], "only its own marker");
+                    assert!(trace.events.iter().any(|e| e.path == dir.join(&own)));
+                    assert!(trace.is_complete());
+                }
+            });
+        }
+    });
+}
