@@ -20,6 +20,7 @@
 //! fork [ ... ]            run the actions in a forked child, wait for it
 //! stat-loop N PATH        N stats of PATH (to time the cost of a traced call)
 //! io-uring                print "io_uring_setup <errno>" (0 when it worked)
+//! minus-one               print "minus-one <errno>" of syscall(-1)
 //! ready-and-pause         print "ready", then wait forever
 //! int80 | x32             (x86_64) a getpid through the i386 or x32 ABI
 //! ```
@@ -45,7 +46,7 @@ enum Action<'a> {
 
 fn arity(word: &str) -> usize {
     match word {
-        "io-uring" | "ready-and-pause" | "int80" | "x32" => 0,
+        "io-uring" | "minus-one" | "ready-and-pause" | "int80" | "x32" => 0,
         "openat" | "rename" | "exchange" | "symlink" | "link" | "stat-loop" => 2,
         _ => 1,
     }
@@ -336,6 +337,11 @@ fn one(word: &str, operands: &[&CStr]) {
                 0
             };
             println!("io_uring_setup {errno}");
+        }
+        "minus-one" => {
+            sys!(-1 as libc::c_long);
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            println!("minus-one {errno}");
         }
         "ready-and-pause" => {
             println!("ready");

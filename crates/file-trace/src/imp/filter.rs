@@ -7,7 +7,7 @@
 //!   jeq k, +1, +0
 //!   ret KILL_PROCESS
 //!   ld  [nr]
-//!   jge 0x40000000 -> kill        (x86_64 only: the x32 ABI)
+//!   jge 0x40000000 -> x32         (x86_64 only: the x32 ABI)
 //!   jeq nr_1 -> target_1          (one per traced call)
 //!   ...
 //!   ret ALLOW
@@ -16,7 +16,11 @@
 //! notify: ret USER_NOTIF
 //! kill:   ret KILL_PROCESS
 //! deny:   ret ERRNO | ENOSYS
+//! x32:    jge 0x80000000 -> allow, else -> kill
 //! ```
+//!
+//! The x32 check lets "negative" numbers through (`syscall(-1)`, which some programs make to
+//! probe): they name no call, and the kernel fails them with `ENOSYS`.
 //!
 //! A call not in the table is decided by its number alone, so the kernel's seccomp action cache
 //! (Linux 5.11+) allows it without running the filter at all: the untraced hot path (`read`,
@@ -55,7 +59,11 @@ enum Target {
     Kill,
     Deny(u16),
     EmptyPathCheck(u8),
+    X32Check,
 }
+
+/// Numbers from here up are "negative": no call, `ENOSYS` from the kernel.
+const NEGATIVE: u32 = 0x8000_0000;
 
 enum Insn {
     Load(u32),
@@ -85,7 +93,7 @@ impl Program {
             head.push(Insn::Jump {
                 code: BPF_JGE_K,
                 k: bit,
-                yes: Target::Kill,
+                yes: Target::X32Check,
                 no: Target::Next,
             });
         }
@@ -121,6 +129,15 @@ impl Program {
         let mut labels: Vec<(Target, usize)> = Vec::new();
         let mut tail: Vec<Insn> = Vec::new();
         let base = head.len();
+        if arch::X32_SYSCALL_BIT.is_some() {
+            labels.push((Target::X32Check, base + tail.len()));
+            tail.push(Insn::Jump {
+                code: BPF_JGE_K,
+                k: NEGATIVE,
+                yes: Target::Allow,
+                no: Target::Kill,
+            });
+        }
         for &arg in &checks {
             labels.push((Target::EmptyPathCheck(arg), base + tail.len()));
             tail.push(Insn::Load(OFFSET_ARGS + 8 * u32::from(arg)));
@@ -337,6 +354,11 @@ mod tests {
                 [0; 6]
             ),
             libc::SECCOMP_RET_KILL_PROCESS,
+        );
+        assert_eq!(
+            run(&program, u32::MAX, arch::NATIVE_ARCH, [0; 6]),
+            libc::SECCOMP_RET_ALLOW,
+            "syscall(-1) names no call: the kernel answers ENOSYS"
         );
     }
 }

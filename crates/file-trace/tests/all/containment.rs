@@ -68,3 +68,15 @@ fn an_x32_call_kills_the_tracee() {
         output.status
     );
 }
+
+#[test]
+fn a_call_numbered_minus_one_is_left_to_the_kernel() {
+    let Some(tracer) = tracer() else { return };
+    let (output, _) = run_traced(&tracer, Command::new(exerciser()).arg("minus-one"));
+    assert!(output.status.success(), "not killed: {:?}", output.status);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("minus-one {}", libc::ENOSYS),
+        "syscall(-1) fails with ENOSYS, as without a filter"
+    );
+}
