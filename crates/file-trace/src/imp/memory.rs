@@ -32,10 +32,22 @@ impl Reader {
 
     /// The NUL-terminated string at `addr` in task `pid`.
     ///
+    /// Reads to the end of `addr`'s page first, and the next page only if the string goes on:
+    /// most paths end well before their page does, and a read past the string would touch (and
+    /// maybe fault in) tracee memory the call never uses.
+    ///
     /// # Errors
     /// `ESRCH` when the task is gone, `EPERM` when its memory may not be read.
     pub(crate) fn string(&mut self, pid: u32, addr: u64) -> Result<Text<'_>, Errno> {
-        let read = self.read(pid, addr, PATH_MAX)?;
+        if addr == 0 {
+            return Ok(Text::Invalid);
+        }
+        let page = self.page_size as u64;
+        let first = ((page - addr % page) as usize).min(PATH_MAX);
+        let mut read = self.read_into(pid, addr, 0, first)?;
+        if read == first && first < PATH_MAX && memchr_nul(&self.buffer[..read]).is_none() {
+            read += self.read_into(pid, addr + first as u64, first, PATH_MAX - first)?;
+        }
         let bytes = &self.buffer[..read];
         Ok(match memchr_nul(bytes) {
             Some(end) => Text::Found(&bytes[..end]),
@@ -50,52 +62,34 @@ impl Reader {
         addr: u64,
         len: usize,
     ) -> Result<Option<&[u8]>, Errno> {
-        let read = self.read(pid, addr, len.min(PATH_MAX))?;
+        let len = len.min(PATH_MAX);
+        if addr == 0 {
+            return Ok(None);
+        }
+        let page = self.page_size as u64;
+        let first = ((page - addr % page) as usize).min(len);
+        let mut read = self.read_into(pid, addr, 0, first)?;
+        if read == first && first < len {
+            read += self.read_into(pid, addr + first as u64, first, len - first)?;
+        }
         Ok((read == len).then(|| &self.buffer[..len]))
     }
 
-    /// Reads up to `len` bytes at `addr`, stopping at the first unmapped page: the remote range
-    /// is split at page boundaries, and `process_vm_readv` stops at the first element it cannot
-    /// read, so a string that ends just before an unmapped page is still read whole.
-    fn read(&mut self, pid: u32, addr: u64, len: usize) -> Result<usize, Errno> {
-        if addr == 0 {
-            return Ok(0);
-        }
-        let mut remote = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; 3];
-        let mut count = 0;
-        let mut at = addr;
-        let end = addr.saturating_add(len as u64);
-        while at < end && count < remote.len() {
-            let page_end = (at / self.page_size as u64 + 1) * self.page_size as u64;
-            let stop = page_end.min(end);
-            remote[count] = libc::iovec {
-                iov_base: at as *mut libc::c_void,
-                iov_len: (stop - at) as usize,
-            };
-            count += 1;
-            at = stop;
-        }
-        let wanted = (at - addr) as usize;
+    /// Reads `len` bytes at `addr` (within one page, or at most the rest of the buffer) into
+    /// the buffer at `at`: how many arrived, 0 for memory that is not mapped (`EFAULT`).
+    fn read_into(&mut self, pid: u32, addr: u64, at: usize, len: usize) -> Result<usize, Errno> {
         let local = libc::iovec {
-            iov_base: self.buffer.as_mut_ptr().cast(),
-            iov_len: wanted,
+            iov_base: self.buffer[at..at + len].as_mut_ptr().cast(),
+            iov_len: len,
         };
-        // SAFETY: the local iovec covers `wanted` bytes of our own buffer (wanted <= len <=
-        // PATH_MAX = buffer length); the remote iovecs name the tracee's memory, which the
+        let remote = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: the local iovec covers `len` bytes of our own buffer from `at` (the slice
+        // index above checked the bounds); the remote one names the tracee's memory, which the
         // kernel checks.
-        let n = unsafe {
-            libc::process_vm_readv(
-                pid as libc::pid_t,
-                &local,
-                1,
-                remote.as_ptr(),
-                count as _,
-                0,
-            )
-        };
+        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
         if n >= 0 {
             return Ok(n as usize);
         }
@@ -177,6 +171,32 @@ mod tests {
             reader.string(own_pid(), addr).expect("read own memory"),
             Text::Found(b"/usr/include/stdio.h"),
             "the page after the NUL is unmapped, and the read still succeeds"
+        );
+    }
+
+    #[test]
+    fn a_string_that_crosses_into_a_mapped_page_is_read_whole() {
+        let guarded = Guarded::new();
+        // SAFETY: makes the mapping's second page readable again.
+        let rc = unsafe {
+            libc::mprotect(
+                guarded.base.add(guarded.page).cast(),
+                guarded.page,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        assert_eq!(rc, 0, "unprotect the second page");
+        let text = b"/a/path/that/straddles/the/page/boundary\0";
+        let at = guarded.page - 10;
+        // SAFETY: at + text.len() stays within the two mapped pages.
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), guarded.base.add(at), text.len()) };
+        let mut reader = Reader::new();
+        assert_eq!(
+            reader
+                .string(own_pid(), guarded.base as u64 + at as u64)
+                .expect("read own memory"),
+            Text::Found(&text[..text.len() - 1]),
+            "the rest of the string is read from the next page"
         );
     }
 
