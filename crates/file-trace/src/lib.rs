@@ -72,6 +72,10 @@
 //! - The supervisor looks with its own credentials, root directory and mount namespace: a tracee
 //!   that lacks a permission gets `EACCES` where the event shows the file; a task that changes
 //!   its root or mounts leaves a [`Gap`] (later events may not describe what it saw).
+//! - One supervisor thread answers the calls of all tracees in turn, and `stat`s each path
+//!   itself: a tracee that serves a filesystem (a FUSE daemon) whose paths a tracee looks up can
+//!   deadlock with it (the supervisor waits for the daemon, whose next traced call waits for
+//!   the supervisor).
 //! - [`Event::pid`] is the calling thread's id. A relative path of a task whose working directory
 //!   was removed is shown under `/proc`'s name for it (`/x/y (deleted)/name`).
 //! - A process that leaves the process group and outlives the run is traced until
