@@ -85,5 +85,7 @@ pub use identity::{
 };
 pub use job::{requested_depfile, CompileJob, OutputKind, Target};
 pub use locate::{LocateError, SearchAttempt};
-pub use runner::{ProcessRunner, RunOptions, RunOutput, Runner, DEFAULT_OUTPUT_LIMIT};
+pub use runner::{
+    ProcessRunner, RunOptions, RunOutput, Runner, TraceUnavailable, DEFAULT_OUTPUT_LIMIT,
+};
 pub use toolchain::Nvcc;

@@ -6,7 +6,8 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How to run one program.
@@ -21,6 +22,10 @@ pub struct RunOptions {
     /// The most bytes kept from each of stdout and stderr; the rest is read and discarded so the
     /// child never blocks on a full pipe.
     pub output_limit: usize,
+    /// Record every path lookup of the program and of everything it starts ([`file_trace`]):
+    /// the result is [`RunOutput::trace`]. Where this system cannot trace, the program runs
+    /// untraced and [`RunOutput::trace_unavailable`] says why. Off by default.
+    pub trace: bool,
 }
 
 /// The default for [`RunOptions::output_limit`]: 4 MiB per stream.
@@ -33,6 +38,7 @@ impl Default for RunOptions {
             env: Vec::new(),
             timeout: None,
             output_limit: DEFAULT_OUTPUT_LIMIT,
+            trace: false,
         }
     }
 }
@@ -54,6 +60,31 @@ pub struct RunOutput {
     pub timed_out: bool,
     /// Wall time from spawn to reaping.
     pub duration: Duration,
+    /// Every path lookup of the program and its descendants, when [`RunOptions::trace`] asked
+    /// for it and it could be recorded. Check [`file_trace::Trace::is_complete`] before relying
+    /// on it.
+    pub trace: Option<file_trace::Trace>,
+    /// Why a run that asked for a trace has none.
+    pub trace_unavailable: Option<TraceUnavailable>,
+}
+
+/// Why a run that asked for a trace ([`RunOptions::trace`]) has none.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum TraceUnavailable {
+    /// This system cannot trace (checked once per process); the program ran untraced.
+    Unsupported(file_trace::Unsupported),
+    /// Starting the trace failed, so the program ran untraced, or recording it failed mid-run.
+    Failed(Arc<file_trace::Error>),
+}
+
+impl std::fmt::Display for TraceUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TraceUnavailable::Unsupported(why) => write!(f, "cannot trace here: {why}"),
+            TraceUnavailable::Failed(err) => write!(f, "trace failed: {err}"),
+        }
+    }
 }
 
 /// Runs a program. Tests substitute a fake; [`ProcessRunner`] is the real one.
@@ -76,6 +107,10 @@ pub trait Runner: Send + Sync {
 ///
 /// Waiting uses a pidfd (Linux 5.3+) polled together with both pipes, so completion is noticed
 /// at once with no polling interval; without pidfds it falls back to checking every 10 ms.
+///
+/// With [`RunOptions::trace`] the child is spawned by [`file_trace::Tracer::spawn`] (the filter
+/// is installed after the hooks above, just before `exec`) and the trace is collected after
+/// reaping; everything else is the same.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcessRunner;
 
@@ -85,6 +120,63 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Poll interval when no pidfd is available.
 const FALLBACK_POLL: Duration = Duration::from_millis(10);
+
+/// How long to wait, after reaping, for the last traced task to release the filter: the group
+/// was killed, and its members must still be reaped by their new parent.
+const TRACE_GRACE: Duration = Duration::from_secs(1);
+
+/// The tracer, made once per process (its probe forks a child once).
+fn tracer() -> Result<&'static file_trace::Tracer, file_trace::Unsupported> {
+    static TRACER: OnceLock<Result<file_trace::Tracer, file_trace::Unsupported>> = OnceLock::new();
+    TRACER
+        .get_or_init(file_trace::Tracer::new)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A spawned child, and its trace's handle when traced.
+struct Spawned {
+    child: Child,
+    trace: Option<file_trace::TraceHandle>,
+    unavailable: Option<TraceUnavailable>,
+}
+
+/// Spawns `command`, traced when `trace` asks and this system can.
+fn spawn(command: &mut Command, trace: bool) -> io::Result<Spawned> {
+    let untraced = |command: &mut Command, unavailable: Option<TraceUnavailable>| {
+        spawn_retrying_busy_text(command, Command::spawn, |err: &io::Error| {
+            err.raw_os_error() == Some(libc::ETXTBSY)
+        })
+        .map(|child| Spawned {
+            child,
+            trace: None,
+            unavailable,
+        })
+    };
+    if !trace {
+        return untraced(command, None);
+    }
+    let tracer = match tracer() {
+        Ok(tracer) => tracer,
+        Err(why) => return untraced(command, Some(TraceUnavailable::Unsupported(why))),
+    };
+    let traced = spawn_retrying_busy_text(
+        command,
+        |command| tracer.spawn(command),
+        |err: &file_trace::Error| {
+            err.spawn_error().and_then(io::Error::raw_os_error) == Some(libc::ETXTBSY)
+        },
+    );
+    match traced {
+        Ok((child, handle)) => Ok(Spawned {
+            child,
+            trace: Some(handle),
+            unavailable: None,
+        }),
+        Err(file_trace::Error::Spawn { source, .. }) => Err(source),
+        Err(err) => untraced(command, Some(TraceUnavailable::Failed(Arc::new(err)))),
+    }
+}
 
 impl Runner for ProcessRunner {
     fn run(
@@ -129,7 +221,11 @@ impl Runner for ProcessRunner {
             });
         }
         let started = Instant::now();
-        let mut child = spawn_retrying_busy_text(&mut command).map_err(|source| Error::Spawn {
+        let Spawned {
+            mut child,
+            trace: trace_handle,
+            mut unavailable,
+        } = spawn(&mut command, opts.trace).map_err(|source| Error::Spawn {
             program: program.to_owned(),
             source,
         })?;
@@ -232,6 +328,15 @@ impl Runner for ProcessRunner {
             .wait()
             .map_err(|source| Error::io("wait for child", program, source))?;
         let duration = started.elapsed();
+        // Reaping released the leader's filter; the killed group's members release theirs
+        // when their new parent reaps them.
+        let trace = trace_handle.and_then(|handle| match handle.finish(TRACE_GRACE) {
+            Ok(trace) => Some(trace),
+            Err(err) => {
+                unavailable = Some(TraceUnavailable::Failed(Arc::new(err)));
+                None
+            }
+        });
         let [stdout, stderr] = streams;
         Ok(RunOutput {
             status,
@@ -241,18 +346,24 @@ impl Runner for ProcessRunner {
             stderr_truncated: stderr.truncated,
             timed_out,
             duration,
+            trace,
+            trace_unavailable: unavailable,
         })
     }
 }
 
-/// Spawns, retrying `ETXTBSY` a few times: a compiler wrapper script written just now can still be
-/// open for writing in a child another thread forked and has not yet exec'd (the fd closes at
-/// its exec), a window of microseconds.
-fn spawn_retrying_busy_text(command: &mut Command) -> io::Result<std::process::Child> {
+/// Spawns with `spawn`, retrying a few times while `busy` says the error is `ETXTBSY`: a
+/// compiler wrapper script written just now can still be open for writing in a child another
+/// thread forked and has not yet exec'd (the fd closes at its exec), a window of microseconds.
+fn spawn_retrying_busy_text<T, E>(
+    command: &mut Command,
+    mut spawn: impl FnMut(&mut Command) -> Result<T, E>,
+    busy: impl Fn(&E) -> bool,
+) -> Result<T, E> {
     let mut attempts = 0;
     loop {
-        match command.spawn() {
-            Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && attempts < 20 => {
+        match spawn(command) {
+            Err(err) if busy(&err) && attempts < 20 => {
                 attempts += 1;
                 std::thread::sleep(Duration::from_millis(5));
             }

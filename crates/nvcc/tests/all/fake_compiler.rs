@@ -322,6 +322,8 @@ impl Runner for InProcessCompiler {
             stderr_truncated: false,
             timed_out: false,
             duration: Duration::from_millis(1),
+            trace: None,
+            trace_unavailable: None,
         })
     }
 }

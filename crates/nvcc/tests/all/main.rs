@@ -6,3 +6,4 @@ mod parsers;
 mod real_nvcc;
 mod support;
 mod tables;
+mod traced_run;
