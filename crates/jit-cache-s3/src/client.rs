@@ -298,10 +298,13 @@ impl Client {
         );
         headers.push(("authorization".into(), authorization));
         headers.extend(unsigned);
-        let timeout = if self.answered.load(Ordering::Relaxed) {
-            self.io_timeout
+        let (timeout, which) = if self.answered.load(Ordering::Relaxed) {
+            (self.io_timeout, "the I/O timeout")
         } else {
-            self.connect_timeout
+            (
+                self.connect_timeout,
+                "the connect timeout, which bounds a first request",
+            )
         };
         let sent = match call.method {
             Method::Get | Method::Delete => {
@@ -337,7 +340,7 @@ impl Client {
         };
         let response = sent.map_err(|e| match e {
             ureq::Error::Timeout(_) => unavailable(format!(
-                "no answer from {} within {} ms",
+                "no answer from {} within {} ms ({which})",
                 self.base,
                 timeout.as_millis()
             )),
