@@ -493,6 +493,16 @@ fn remote_down(dir: &Path, nvcc: &Path, runs: usize) {
                 }
             }
         }
+        // The fault itself, without the compiles' noise: a fresh remote's first request (what
+        // each process pays once).
+        let first: Vec<f64> = (0..runs)
+            .map(|_| {
+                let remote = store.remote();
+                let start = Instant::now();
+                assert!(remote.health().is_err(), "a stopped server does not answer");
+                ms(start.elapsed())
+            })
+            .collect();
         store.signal(rustix::process::Signal::CONT);
         let (with, without) = (median(with), median(without));
         println!("   {}", tier.name());
@@ -505,6 +515,11 @@ fn remote_down(dir: &Path, nvcc: &Path, runs: usize) {
             "   {:<36} {:>9.1}ms   (goal <= 150 ms once, then 0 per kernel)",
             "extra per process",
             with - without
+        );
+        println!(
+            "   {:<36} {:>9.1}ms   (a fresh remote's first request, timed alone)",
+            "the fault itself",
+            median(first)
         );
     }
 }
