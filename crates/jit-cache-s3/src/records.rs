@@ -84,6 +84,17 @@ impl Lease {
     }
 }
 
+/// `Date` is whole seconds, rounded down, so an estimate of the server's clock drawn from it
+/// (the last `Date` plus the time since) may be up to a second behind.
+const DATE_GRANULARITY_MS: u64 = 1000;
+
+/// The expiry to write for a lease of `ttl` taken when the server's clock is estimated at
+/// `server_estimate_ms`: late enough that no reader, whose `Date` is never ahead of the server's
+/// clock, judges it expired before `ttl` has passed.
+pub(crate) fn lease_expiry(server_estimate_ms: u64, ttl: std::time::Duration) -> u64 {
+    server_estimate_ms + DATE_GRANULARITY_MS + ttl.as_millis() as u64
+}
+
 /// A shared failure record with its expiry line in front.
 pub(crate) fn encode_failure(record: &[u8], expires_ms: u64) -> Vec<u8> {
     let mut out = format!("{FAILURE_MAGIC} {expires_ms}\n").into_bytes();
@@ -136,6 +147,28 @@ mod tests {
             b"\xff\xfe",
         ] {
             assert_eq!(Lease::decode(garbage), None, "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn a_lease_holds_its_whole_ttl_however_far_behind_the_estimate_of_the_clock_is() {
+        let ttl = std::time::Duration::from_millis(1500);
+        let written_at = 1_796_168_412_700; // the server's true time when the lease was written
+                                            // The writer's estimate: the last Date (rounded down to its second) plus the time since.
+        for behind in [0, 1, 500, 700, 999] {
+            let lease = Lease {
+                token: "t".into(),
+                expires_ms: lease_expiry(written_at - behind, ttl),
+            };
+            // A reader's Date is the server's time rounded down: never ahead of it.
+            for reader_true in (written_at..=written_at + 1500).step_by(50) {
+                let reader_date = reader_true / 1000 * 1000;
+                assert!(
+                    lease.live_at(reader_date),
+                    "{behind} ms behind: judged expired at {} ms of a {ttl:?} lease",
+                    reader_true - written_at
+                );
+            }
         }
     }
 

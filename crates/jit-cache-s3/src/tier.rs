@@ -14,10 +14,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// starts again, and a compare-and-set reads the version first).
 const MAX_VERSIONS: usize = 4096;
 
-/// `Date` is whole seconds, rounded down: a lease's expiry is written this much later than the
-/// estimate of the server's clock, so that no reader judges a live lease expired.
-const DATE_GRANULARITY_MS: u64 = 1000;
-
 /// What this process saw of a manifest version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Seen {
@@ -82,7 +78,7 @@ impl S3Tier {
     fn lease_for(&self, token: &str, ttl: Duration) -> Lease {
         Lease {
             token: token.to_string(),
-            expires_ms: self.server_now_ms() + DATE_GRANULARITY_MS + ttl.as_millis() as u64,
+            expires_ms: records::lease_expiry(self.server_now_ms(), ttl),
         }
     }
 

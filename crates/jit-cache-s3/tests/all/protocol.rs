@@ -157,8 +157,9 @@ fn a_dead_holders_lease_is_taken_over_only_after_its_expiry_on_the_server_clock(
     let waiter = server.tier();
     let key = "ef".repeat(32);
     let ttl = Duration::from_millis(1500);
-    assert!(dead.acquire_lease(&key, "dead-holder", ttl).expect("take"));
+    // Timed from before the take: the lease must hold `ttl` from the moment it was asked for.
     let taken = Instant::now();
+    assert!(dead.acquire_lease(&key, "dead-holder", ttl).expect("take"));
     let mut looks = 0;
     // A bounded poll of the lease's real expiry, as a waiting host does.
     while !waiter.acquire_lease(&key, "waiter", ttl).expect("ask") {
