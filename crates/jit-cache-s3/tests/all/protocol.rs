@@ -339,3 +339,23 @@ fn a_stopped_server_costs_a_process_the_connect_timeout_not_the_io_timeout() {
         "once the server has answered, a request gets the I/O timeout: {after_an_answer:?}"
     );
 }
+
+#[test]
+fn a_listing_past_one_page_finds_every_object() {
+    let server = Server::start();
+    let tier = server.tier();
+    // One more than a page holds (1,000): the audit must follow the continuation token.
+    let blobs: Vec<Vec<u8>> = (0..1001)
+        .map(|i| format!("blob {i}").into_bytes())
+        .collect();
+    for bytes in &blobs {
+        tier.put_blob(&digest(bytes), bytes).expect("upload");
+    }
+    assert_eq!(server.keys("b").len(), 1001, "every blob listed");
+    let audit = tier.audit().expect("audit");
+    assert_eq!(
+        (audit.blobs, audit.corrupt_blobs.len()),
+        (1001, 0),
+        "{audit:?}"
+    );
+}
