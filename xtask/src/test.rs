@@ -210,6 +210,20 @@ pub fn run(args: &[String]) -> Result<()> {
             "12",
         ]))
     })?;
+    // The same on S3 (issue 25): a SeaweedFS server killed and restarted empty every 40 kills.
+    step("crash-test remote s3", &mut || {
+        crate::crash_test::run(&args(&[
+            "--kills",
+            "160",
+            "--seed",
+            "1",
+            "--remote",
+            "--remote-store",
+            "s3",
+            "--kernels",
+            "12",
+        ]))
+    })?;
     step("race", &mut || {
         crate::crash_test::run(&args(&[
             "--race",

@@ -215,6 +215,39 @@ fn heavy_a_fleet_tier_killed_mid_run_misleads_no_worker() {
 }
 
 #[test]
+fn heavy_an_s3_fleet_tier_killed_mid_run_misleads_no_worker() {
+    let (code, report) = harness(&[
+        "run",
+        "--kills",
+        "120",
+        "--seed",
+        "5",
+        "--kernels",
+        "12",
+        "--remote",
+        "--remote-store",
+        "s3",
+        "--remote-kill-every",
+        "30",
+    ]);
+    assert_eq!(code, 0, "no violation: {report:#}");
+    assert_eq!(count(&report, "violations"), 0, "{report:#}");
+    assert_eq!(report["remote"]["store"], "s3", "{report:#}");
+    assert!(
+        remote_count(&report, "server_kills") >= 3,
+        "the server was killed mid-run: {report:#}"
+    );
+    assert!(
+        remote_count(&report, "hits") > 0 && remote_count(&report, "uploads") > 0,
+        "workers fetched and uploaded: {report:#}"
+    );
+    assert!(
+        remote_count(&report, "audits") >= 3,
+        "every check audited the server: {report:#}"
+    );
+}
+
+#[test]
 fn heavy_injected_corrupt_upload_is_caught_by_the_audit_and_never_read() {
     let report = run_with_bug(
         "remote-corrupt-upload",

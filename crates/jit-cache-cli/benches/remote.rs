@@ -1,11 +1,13 @@
-//! `cargo xtask bench remote`: the Redis remote tier against ccache + Redis, side by side, each
-//! contender on its own `redis-server` (Unix socket, persistence off, started and killed here).
+//! `cargo xtask bench remote`: the Redis and S3 remote tiers against ccache + Redis, side by
+//! side, each contender on its own server (`redis-server` on a Unix socket, persistence off;
+//! SeaweedFS's `weed mini` on loopback ports; started and killed here).
 //!
 //! 1. Fleet warm-up: 4 hosts (own cache roots and checkouts), same order, 6 heavy kernels (a
 //!    generated kernel of ~750 headers and a ~500 KB cubin), a process per kernel: compiles
-//!    (counted by a wrapper around nvcc) and wall, jit-cache `--remote` against
-//!    `ccache nvcc` with `remote_storage` on Redis. Then the same with two jobs per host, as a
-//!    build system runs them: ccache's processes two at a time, one `jit-cache build -j 2`.
+//!    (counted by a wrapper around nvcc) and wall, jit-cache `--remote` on Redis and on S3
+//!    against `ccache nvcc` with `remote_storage` on Redis. Then the same with two jobs per
+//!    host, as a build system runs them: ccache's processes two at a time, one
+//!    `jit-cache build -j 2`.
 //! 2. A remote hit of one heavy kernel through the library: local miss, fetch, verify, publish.
 //! 3. A remote that does not answer (a stopped server): the extra time of a `jit-cache build`
 //!    process of three kernels, and the remote errors it counted.
@@ -13,8 +15,9 @@
 //!
 //! Options: `--runs N` (default 9), `--only fleet|hit|down|local`.
 
-use jit_cache::{Cache, CacheOptions, KernelSpec, Outcome, RemoteMode};
+use jit_cache::{Cache, CacheOptions, KernelSpec, Outcome, Remote, RemoteMode};
 use jit_cache_redis::test_server::RedisServer;
+use jit_cache_s3::test_server::WeedServer;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -71,6 +74,84 @@ impl Server {
 
     fn socket(&self) -> &Path {
         self.0.socket()
+    }
+}
+
+/// Which fleet tier jit-cache uses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    Redis,
+    S3,
+}
+
+impl Tier {
+    fn name(self) -> &'static str {
+        match self {
+            Tier::Redis => "Redis",
+            Tier::S3 => "S3",
+        }
+    }
+}
+
+/// A fleet tier's server of the bench's own.
+enum Store {
+    Redis(Server),
+    S3(WeedServer),
+}
+
+impl Store {
+    fn start(tier: Tier, dir: &Path) -> Store {
+        match tier {
+            Tier::Redis => Store::Redis(Server::start(dir)),
+            Tier::S3 => Store::S3(WeedServer::start(dir).unwrap_or_else(|e| panic!("{e}"))),
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Store::Redis(server) => server.url(),
+            Store::S3(weed) => weed.url(),
+        }
+    }
+
+    /// What a `jit-cache` process needs besides `--remote URL` (S3's endpoint and key).
+    fn env(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Store::Redis(_) => Vec::new(),
+            Store::S3(weed) => weed
+                .env(weed.admin())
+                .into_iter()
+                .filter(|(k, _)| *k != "JIT_CACHE_REMOTE")
+                .collect(),
+        }
+    }
+
+    /// `jit-cache ... --remote URL` with its environment.
+    fn configure<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.envs(self.env()).args(["--remote", &self.url()])
+    }
+
+    /// A library remote with the default options (the timeouts users get).
+    fn remote(&self) -> Remote {
+        match self {
+            Store::Redis(server) => jit_cache_redis::remote(
+                &server.url(),
+                RemoteMode::ReadWrite,
+                jit_cache_redis::RedisOptions::default(),
+            )
+            .expect("remote"),
+            Store::S3(weed) => {
+                jit_cache_s3::remote(weed.config(weed.admin()), RemoteMode::ReadWrite)
+                    .expect("remote")
+            }
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        match self {
+            Store::Redis(server) => server.0.signal(signal),
+            Store::S3(weed) => weed.signal(signal),
+        }
     }
 }
 
@@ -200,13 +281,13 @@ fn each_source(sources: &[PathBuf], jobs: usize, cmd: &(dyn Fn(&Path) -> Command
     });
 }
 
-/// One fleet warm-up of both contenders, each on a fresh Redis and fresh roots.
+/// One fleet warm-up of every contender, each on a fresh server and fresh roots.
 struct FleetRun {
     ccache_compiles: usize,
     ccache_preprocessor_runs: usize,
     ccache_wall: f64,
-    our_compiles: usize,
-    our_wall: f64,
+    /// jit-cache's compiles and wall on Redis, then on S3.
+    ours: Vec<(Tier, usize, f64)>,
 }
 
 fn fleet_run(work: &Path, nvcc: &Path, jobs: Jobs) -> FleetRun {
@@ -239,41 +320,39 @@ fn fleet_run(work: &Path, nvcc: &Path, jobs: Jobs) -> FleetRun {
     let ccache_calls = std::fs::read_to_string(&ccache_log).map_or(0, |s| s.lines().count());
     drop(ccache_redis);
 
-    let ours_redis = Server::start(&work.join("redis-ours"));
-    let (our_nvcc, our_log) = counting_nvcc(&work.join("our-wrapper"), nvcc);
-    let url = ours_redis.url();
-    // As a build tree spells them, like ccache's (relative names in each host's checkout): the
-    // same command on every host.
-    let our_cmd = |h: usize, host_sources: &[PathBuf]| {
-        let mut cmd = jit_cache_cmd(&work.join(format!("host{h}/jit-cache")), &our_nvcc);
-        cmd.args([
-            "--remote",
-            &url,
-            "build",
-            "-j",
-            &width.to_string(),
-            "-I",
-            "include",
-        ])
-        .current_dir(host_sources[0].parent().expect("checkout"));
-        cmd
-    };
-    let name = |source: &Path| PathBuf::from(source.file_name().expect("name"));
-    let our_host = |h: usize, host_sources: &[PathBuf]| match jobs {
-        Jobs::One => each_source(host_sources, 1, &|source| {
-            let mut cmd = our_cmd(h, host_sources);
-            cmd.arg(name(source));
+    let mut ours = Vec::new();
+    for tier in [Tier::Redis, Tier::S3] {
+        let name = tier.name();
+        let store = Store::start(tier, &work.join(format!("store-{name}")));
+        let (our_nvcc, our_log) = counting_nvcc(&work.join(format!("our-wrapper-{name}")), nvcc);
+        // As a build tree spells them, like ccache's (relative names in each host's checkout):
+        // the same command on every host.
+        let our_cmd = |h: usize, host_sources: &[PathBuf]| {
+            let mut cmd = jit_cache_cmd(&work.join(format!("host{h}/jit-cache-{name}")), &our_nvcc);
+            store.configure(&mut cmd);
+            cmd.args(["build", "-j", &width.to_string(), "-I", "include"])
+                .current_dir(host_sources[0].parent().expect("checkout"));
             cmd
-        }),
-        Jobs::Two => run_ok(our_cmd(h, host_sources).args(host_sources.iter().map(|s| name(s)))),
-    };
-    let our_wall = warm_fleet(&sources, &our_host);
+        };
+        let file_name = |source: &Path| PathBuf::from(source.file_name().expect("name"));
+        let our_host = |h: usize, host_sources: &[PathBuf]| match jobs {
+            Jobs::One => each_source(host_sources, 1, &|source| {
+                let mut cmd = our_cmd(h, host_sources);
+                cmd.arg(file_name(source));
+                cmd
+            }),
+            Jobs::Two => run_ok(
+                our_cmd(h, host_sources).args(host_sources.iter().map(|s| file_name(s))),
+            ),
+        };
+        let wall = warm_fleet(&sources, &our_host);
+        ours.push((tier, count_compiles(&our_log), wall));
+    }
     FleetRun {
         ccache_compiles,
         ccache_preprocessor_runs: ccache_calls - ccache_compiles,
         ccache_wall,
-        our_compiles: count_compiles(&our_log),
-        our_wall,
+        ours,
     }
 }
 
@@ -293,15 +372,15 @@ fn fleet(dir: &Path, nvcc: &Path) {
             "   {:<36} {:>4} compiles {:>8.1}s   ({} preprocessor runs besides)",
             "ccache + Redis", run.ccache_compiles, run.ccache_wall, run.ccache_preprocessor_runs
         );
-        println!(
-            "   {:<36} {:>4} compiles {:>8.1}s",
-            "jit-cache --remote (Redis)", run.our_compiles, run.our_wall
-        );
-        println!(
-            "   {:<36} {:>13.2}x   (goal: {KERNELS} compiles, wall <= 0.4x)",
-            "wall, jit-cache / ccache",
-            run.our_wall / run.ccache_wall
-        );
+        for (tier, compiles, wall) in &run.ours {
+            println!(
+                "   {:<36} {:>4} compiles {:>8.1}s   wall {:.2}x ccache's (goal: {KERNELS} compiles, <= 0.4x)",
+                format!("jit-cache --remote ({})", tier.name()),
+                compiles,
+                wall,
+                wall / run.ccache_wall
+            );
+        }
     }
 }
 
@@ -311,7 +390,6 @@ fn options(nvcc: &Path) -> CacheOptions {
 
 fn remote_hit(dir: &Path, nvcc: &Path, runs: usize) {
     let work = dir.join("hit");
-    let server = Server::start(&work.join("redis"));
     let source = checkout(&work.join("checkout")).remove(0);
     // The same 64 kernels without the 600 project headers: only the fetch, the verification
     // and the publication are left to time.
@@ -328,23 +406,27 @@ fn remote_hit(dir: &Path, nvcc: &Path, runs: usize) {
     println!(
         "\n2. remote hit: local miss, fetch, verify (size, blake3), publish; through the library"
     );
-    for (what, spec) in [
-        ("self-contained kernel", alone),
-        ("kernel reading ~750 headers", with_headers),
-    ] {
-        let (median_ms, size) = time_remote_hits(
-            &work.join(what.replace(' ', "-")),
-            nvcc,
-            &server,
-            &spec,
-            runs,
-        );
-        println!(
-            "   {:<36} {:>9.2}ms   ({} KB cubin; goal <= 5 ms on loopback)",
-            what,
-            median_ms,
-            size / 1024
-        );
+    for tier in [Tier::Redis, Tier::S3] {
+        let store = Store::start(tier, &work.join(format!("store-{}", tier.name())));
+        let goal = if tier == Tier::Redis { 5 } else { 15 };
+        for (what, spec) in [
+            ("self-contained kernel", &alone),
+            ("kernel reading ~750 headers", &with_headers),
+        ] {
+            let (median_ms, size) = time_remote_hits(
+                &work.join(format!("{}-{}", tier.name(), what.replace(' ', "-"))),
+                nvcc,
+                &store,
+                spec,
+                runs,
+            );
+            println!(
+                "   {:<36} {:>9.2}ms   ({} KB cubin; goal <= {goal} ms on loopback)",
+                format!("{}, {what}", tier.name()),
+                median_ms,
+                size / 1024
+            );
+        }
     }
     println!("   (each includes re-checking this handle's memo of the evicted entry: a stat per project header)");
 }
@@ -352,18 +434,11 @@ fn remote_hit(dir: &Path, nvcc: &Path, runs: usize) {
 fn time_remote_hits(
     work: &Path,
     nvcc: &Path,
-    server: &Server,
+    store: &Store,
     spec: &KernelSpec,
     runs: usize,
 ) -> (f64, usize) {
-    let remote = || {
-        jit_cache_redis::remote(
-            &server.url(),
-            RemoteMode::ReadWrite,
-            jit_cache_redis::RedisOptions::default(),
-        )
-        .expect("remote")
-    };
+    let remote = || store.remote();
     let builder = Cache::open_with(work.join("builder"), options(nvcc).remote(remote()))
         .expect("open builder");
     let built = builder.get_or_build(spec).expect("build");
@@ -385,11 +460,10 @@ fn time_remote_hits(
 
 fn remote_down(dir: &Path, nvcc: &Path, runs: usize) {
     let work = dir.join("down");
-    let server = Server::start(&work.join("redis"));
-    server.0.signal(rustix::process::Signal::STOP);
     let sources: Vec<PathBuf> = (0..3)
         .map(|n| {
             let path = work.join(format!("small{n}.cu"));
+            std::fs::create_dir_all(&work).expect("mkdir");
             std::fs::write(
                 &path,
                 format!(
@@ -400,44 +474,65 @@ fn remote_down(dir: &Path, nvcc: &Path, runs: usize) {
             path
         })
         .collect();
-    let (mut with, mut without, mut errors) = (Vec::new(), Vec::new(), Vec::new());
-    for r in 0..runs {
-        // Interleaved in alternating order, fresh roots: each process compiles the kernels.
-        for remote in [r % 2 == 0, r % 2 == 1] {
-            let root = work.join(format!("run{r}-{remote}"));
-            let mut cmd = jit_cache_cmd(&root, nvcc);
-            if remote {
-                cmd.args(["--remote", &server.url()]);
-            }
-            let start = Instant::now();
-            run_ok(cmd.args(["build", "-j", "1"]).args(&sources));
-            let took = ms(start.elapsed());
-            if remote {
-                with.push(took);
-                errors.push(Cache::open(&root).expect("open").remote_stats().errors);
-            } else {
-                without.push(took);
+    println!("\n3. remote down (server stopped): a `jit-cache build` process of 3 local misses");
+    for tier in [Tier::Redis, Tier::S3] {
+        let store = Store::start(tier, &work.join(format!("store-{}", tier.name())));
+        store.signal(rustix::process::Signal::STOP);
+        let (mut with, mut without, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..runs {
+            // Interleaved in alternating order, fresh roots: each process compiles the kernels.
+            for remote in [r % 2 == 0, r % 2 == 1] {
+                let root = work.join(format!("{}-run{r}-{remote}", tier.name()));
+                let mut cmd = jit_cache_cmd(&root, nvcc);
+                if remote {
+                    store.configure(&mut cmd);
+                }
+                let start = Instant::now();
+                run_ok(cmd.args(["build", "-j", "1"]).args(&sources));
+                let took = ms(start.elapsed());
+                if remote {
+                    with.push(took);
+                    errors.push(Cache::open(&root).expect("open").remote_stats().errors);
+                } else {
+                    without.push(took);
+                }
             }
         }
+        // The fault itself, without the compiles' noise: a fresh remote's first request (what
+        // each process pays once).
+        let first: Vec<f64> = (0..runs)
+            .map(|_| {
+                let remote = store.remote();
+                let start = Instant::now();
+                assert!(remote.health().is_err(), "a stopped server does not answer");
+                ms(start.elapsed())
+            })
+            .collect();
+        store.signal(rustix::process::Signal::CONT);
+        let (with, without) = (median(with), median(without));
+        println!("   {}", tier.name());
+        println!("   {:<36} {:>9.1}ms", "no remote", without);
+        println!(
+            "   {:<36} {:>9.1}ms   (remote errors counted per process: {:?})",
+            "stopped remote", with, errors
+        );
+        println!(
+            "   {:<36} {:>9.1}ms   (goal <= 150 ms once, then 0 per kernel)",
+            "extra per process",
+            with - without
+        );
+        println!(
+            "   {:<36} {:>9.1}ms   (a fresh remote's first request, timed alone)",
+            "the fault itself",
+            median(first)
+        );
     }
-    let (with, without) = (median(with), median(without));
-    println!("\n3. remote down (server stopped): a `jit-cache build` process of 3 local misses");
-    println!("   {:<36} {:>9.1}ms", "no remote", without);
-    println!(
-        "   {:<36} {:>9.1}ms   (remote errors counted per process: {:?})",
-        "stopped remote", with, errors
-    );
-    println!(
-        "   {:<36} {:>9.1}ms   (goal <= 150 ms once, then 0 per kernel)",
-        "extra per process",
-        with - without
-    );
 }
 
 fn local_hit(dir: &Path, nvcc: &Path, runs: usize) {
     let work = dir.join("local");
-    let server = Server::start(&work.join("redis"));
     let source = work.join("k.cu");
+    std::fs::create_dir_all(&work).expect("mkdir");
     std::fs::write(
         &source,
         "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n",
@@ -445,39 +540,46 @@ fn local_hit(dir: &Path, nvcc: &Path, runs: usize) {
     .expect("write");
     let root = work.join("cache");
     run_ok(jit_cache_cmd(&root, nvcc).arg("build").arg(&source));
-    let (mut with, mut without) = (Vec::new(), Vec::new());
-    let mut ratios = Vec::new();
-    for r in 0..runs.max(5) * 3 {
-        // Alternating order: the second of two back-to-back processes is not favoured.
-        let (mut plain, mut remote) = (0.0, 0.0);
-        for with_remote in [r % 2 == 0, r % 2 == 1] {
-            let mut cmd = jit_cache_cmd(&root, nvcc);
-            if with_remote {
-                cmd.args(["--remote", &server.url()]);
-            }
-            let start = Instant::now();
-            run_ok(cmd.arg("build").arg(&source));
-            let took = ms(start.elapsed());
-            if with_remote {
-                remote = took;
-            } else {
-                plain = took;
-            }
-        }
-        ratios.push(remote / plain);
-        with.push(remote);
-        without.push(plain);
-    }
-    let remote_stats = Cache::open(&root).expect("open").remote_stats();
     println!("\n4. local hit, `jit-cache build` (a process per call), interleaved");
-    println!("   {:<36} {:>9.2}ms", "no remote", median(without));
-    println!("   {:<36} {:>9.2}ms", "remote configured", median(with));
-    println!(
-        "   {:<36} {:>9.3}    (goal <= 1.05; remote operations: {} hits, {} misses, {} errors)",
-        "median paired ratio",
-        median(ratios),
-        remote_stats.hits,
-        remote_stats.misses,
-        remote_stats.errors
-    );
+    for tier in [Tier::Redis, Tier::S3] {
+        let store = Store::start(tier, &work.join(format!("store-{}", tier.name())));
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        let mut ratios = Vec::new();
+        for r in 0..runs.max(5) * 3 {
+            // Alternating order: the second of two back-to-back processes is not favoured.
+            let (mut plain, mut remote) = (0.0, 0.0);
+            for with_remote in [r % 2 == 0, r % 2 == 1] {
+                let mut cmd = jit_cache_cmd(&root, nvcc);
+                if with_remote {
+                    store.configure(&mut cmd);
+                }
+                let start = Instant::now();
+                run_ok(cmd.arg("build").arg(&source));
+                let took = ms(start.elapsed());
+                if with_remote {
+                    remote = took;
+                } else {
+                    plain = took;
+                }
+            }
+            ratios.push(remote / plain);
+            with.push(remote);
+            without.push(plain);
+        }
+        let remote_stats = Cache::open(&root).expect("open").remote_stats();
+        println!("   {:<36} {:>9.2}ms", "no remote", median(without));
+        println!(
+            "   {:<36} {:>9.2}ms",
+            format!("remote configured ({})", tier.name()),
+            median(with)
+        );
+        println!(
+            "   {:<36} {:>9.3}    (goal <= 1.05; remote operations so far: {} hits, {} misses, {} errors)",
+            "median paired ratio",
+            median(ratios),
+            remote_stats.hits,
+            remote_stats.misses,
+            remote_stats.errors
+        );
+    }
 }

@@ -18,8 +18,9 @@ pub(crate) struct Cli {
     /// A team cache: the root is a group-owned setgid directory (chmod 2770) shared by one group.
     #[arg(long, global = true)]
     pub(crate) team: bool,
-    /// A fleet's remote tier: redis://host:port/db or redis+unix:///path (default:
-    /// $JIT_CACHE_REMOTE). Kernels other hosts built are fetched, verified and cached here.
+    /// A fleet's remote tier: redis://host:port/db, redis+unix:///path or s3://bucket/prefix
+    /// (endpoint and credentials from AWS_*) (default: $JIT_CACHE_REMOTE). Kernels other hosts
+    /// built are fetched, verified and cached here.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) remote: Option<String>,
     /// read-write, read-only or off (default: $JIT_CACHE_REMOTE_MODE, else read-write).

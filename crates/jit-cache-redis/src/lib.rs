@@ -38,7 +38,7 @@
 #[cfg(feature = "test-server")]
 pub mod test_server;
 
-use jit_cache::{Remote, RemoteMode, RemotePolicy, RemoteTier, TierError, TierErrorKind};
+use jit_cache::{Expected, Remote, RemoteMode, RemotePolicy, RemoteTier, TierError, TierErrorKind};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -371,14 +371,19 @@ fn classify(op: &'static str, target: &str, e: &redis::RedisError) -> TierError 
     TierError::new(op, target, kind, e.to_string())
 }
 
-/// Replaces KEYS[1] with ARGV[3] if it is still ARGV[2] (ARGV[1] = '1'), or absent (ARGV[1] =
-/// '0'); expiry ARGV[4] ms (0: none). Returns 1 when replaced.
+/// Replaces KEYS[1] with ARGV[3] if it is still ARGV[2] (ARGV[1] = '1'), absent (ARGV[1] = '0'),
+/// or longer than ARGV[2] bytes (ARGV[1] = '2'); expiry ARGV[4] ms (0: none). Returns 1 when
+/// replaced.
 const REPLACE_SCRIPT: &str = r"
-local cur = redis.call('GET', KEYS[1])
-if ARGV[1] == '0' then
-  if cur then return 0 end
-elseif cur ~= ARGV[2] then
-  return 0
+if ARGV[1] == '2' then
+  if redis.call('STRLEN', KEYS[1]) <= tonumber(ARGV[2]) then return 0 end
+else
+  local cur = redis.call('GET', KEYS[1])
+  if ARGV[1] == '0' then
+    if cur then return 0 end
+  elseif cur ~= ARGV[2] then
+    return 0
+  end
 end
 if ARGV[4] ~= '0' then
   redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
@@ -416,17 +421,26 @@ impl RemoteTier for RedisTier {
     fn replace_manifest(
         &self,
         key: &str,
-        expected: Option<&[u8]>,
+        expected: Expected<'_>,
         new: &[u8],
     ) -> Result<bool, TierError> {
         let name = self.name('m', key);
+        let limit;
+        let (mode, compared): (&str, &[u8]) = match expected {
+            Expected::Value(bytes) => ("1", bytes),
+            Expected::LongerThan(n) => {
+                limit = n.to_string();
+                ("2", limit.as_bytes())
+            }
+            Expected::Absent => ("0", b""),
+        };
         let replaced: i64 = self.run("replace manifest", &name, |con| {
             redis::cmd("EVAL")
                 .arg(REPLACE_SCRIPT)
                 .arg(1)
                 .arg(&name)
-                .arg(if expected.is_some() { "1" } else { "0" })
-                .arg(expected.unwrap_or_default())
+                .arg(mode)
+                .arg(compared)
                 .arg(new)
                 .arg(self.ttl_ms())
                 .query(con)

@@ -118,8 +118,8 @@ pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH, SH
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
 pub use remote::{
-    manifest_artifacts, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier, TierError,
-    TierErrorKind,
+    manifest_artifacts, Expected, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier,
+    TierError, TierErrorKind,
 };
 pub use spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};
 

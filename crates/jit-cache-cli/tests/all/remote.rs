@@ -1,8 +1,10 @@
 //! The fleet through the binary: hosts (processes with their own cache roots and checkouts)
-//! share one real `redis-server` through `--remote`; `stats` shows the remote counters.
+//! share one real `redis-server`, or one real S3 server (SeaweedFS), through `--remote`;
+//! `stats` shows the remote counters.
 
 use crate::support::{cli, kernel_text, real_nvcc, CountingCompiler};
 use jit_cache_redis::test_server::RedisServer;
+use jit_cache_s3::test_server::WeedServer;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -51,9 +53,48 @@ fn stats_json(root: &Path, nvcc: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stats JSON")
 }
 
+/// A weed server of this test's own (`jit_cache_s3::test_server`) in a temp dir.
+struct S3Server {
+    weed: WeedServer,
+    _dir: tempfile::TempDir,
+}
+
+impl S3Server {
+    fn start() -> S3Server {
+        let dir = tempfile::tempdir().expect("temp dir for weed");
+        let weed = WeedServer::start(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        S3Server { weed, _dir: dir }
+    }
+
+    /// What a process needs to reach the server as its admin: `JIT_CACHE_REMOTE` and `AWS_*`.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        self.weed.env(self.weed.admin())
+    }
+}
+
 #[test]
 fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
     let server = Server::start();
+    fleet_of_four_hosts(&server.url(), &[]);
+}
+
+#[test]
+fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once_on_s3() {
+    let server = S3Server::start();
+    fleet_of_four_hosts(&server.weed.url(), &server.env());
+    let audit = server.weed.admin_tier().audit().expect("audit the bucket");
+    assert_eq!(
+        (audit.manifests, audit.blobs, audit.variants_without_blob),
+        (6, 6, 0),
+        "six manifests, six blobs: {audit:?}"
+    );
+    assert!(audit.corrupt_blobs.is_empty() && audit.unreadable_manifests.is_empty());
+    assert!(server.weed.keys("l").is_empty(), "every lease was released");
+}
+
+/// 4 hosts x 4 processes, each asking for the six kernels in the same order, all at once, with
+/// `--remote url` and `env`: exactly six compiles, every artifact equal to an uncached compile.
+fn fleet_of_four_hosts(url: &str, env: &[(&'static str, String)]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let counting = CountingCompiler::new(dir.path());
     // Each host has its own checkout, and builds in it by the names a build tree spells
@@ -81,7 +122,8 @@ fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
                 // 2-core machine (a slow remote is skipped by design, and tested elsewhere).
                 .env("JIT_CACHE_REMOTE_CONNECT_TIMEOUT_MS", "2000")
                 .env("JIT_CACHE_REMOTE_IO_TIMEOUT_MS", "10000")
-                .args(["--json", "--remote", &server.url(), "build", "-j", "1"])
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .args(["--json", "--remote", url, "build", "-j", "1"])
                 .args(sources)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -164,24 +206,72 @@ fn heavy_a_fleet_of_four_hosts_compiles_each_kernel_once() {
 #[test]
 fn a_dead_remote_never_fails_the_command_and_warns_once() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let sources = checkout(&dir.path().join("checkout"));
     let url = format!(
         "redis+unix://{}",
         dir.path().join("no-server.sock").display()
     );
-    let out = cli(&dir.path().join("cache"), &real_nvcc())
-        .env("JIT_CACHE_REMOTE", &url)
+    dead_remote_warns_once(dir.path(), &[("JIT_CACHE_REMOTE", url)]);
+}
+
+#[test]
+fn a_dead_s3_remote_never_fails_the_command_and_warns_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = S3Server::start();
+    let env = server.env();
+    server.weed.kill();
+    let stderr = dead_remote_warns_once(dir.path(), &env);
+    assert!(
+        stderr.contains("s3://"),
+        "the warning names the remote: {stderr}"
+    );
+}
+
+/// Three kernels through a remote configured by `env` that does not answer: the command
+/// succeeds with one warning, which it returns.
+fn dead_remote_warns_once(dir: &Path, env: &[(&'static str, String)]) -> String {
+    let sources = checkout(&dir.join("checkout"));
+    let out = cli(&dir.join("cache"), &real_nvcc())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args(["build", "-j", "1"])
         .args(&sources[..3])
         .output()
         .expect("build");
     assert!(out.status.success(), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(
         stderr.matches("warning").count(),
         1,
         "one warning per process, never one per kernel: {stderr}"
     );
+    stderr
+}
+
+#[test]
+fn s3_settings_that_do_not_apply_are_refused_with_a_reason_and_the_build_goes_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sources = checkout(&dir.path().join("checkout"));
+    for (var, value, says) in [
+        ("JIT_CACHE_REMOTE_TTL", "3600", "lifecycle rule"),
+        ("JIT_CACHE_REMOTE_NAMESPACE", "ns", "s3://bucket/prefix"),
+        ("AWS_ACCESS_KEY_ID", "", "AWS_ACCESS_KEY_ID"),
+    ] {
+        let out = cli(&dir.path().join("cache"), &real_nvcc())
+            .env("JIT_CACHE_REMOTE", "s3://kernels/fleet")
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env("AWS_ACCESS_KEY_ID", "AK")
+            .env("AWS_SECRET_ACCESS_KEY", "SK")
+            .env(var, value)
+            .args(["build", "-j", "1"])
+            .arg(&sources[0])
+            .output()
+            .expect("build");
+        assert!(out.status.success(), "{var}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("no remote cache") && stderr.contains(says),
+            "{var}: {stderr}"
+        );
+    }
 }
 
 #[test]

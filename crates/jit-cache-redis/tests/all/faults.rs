@@ -310,3 +310,36 @@ fn heavy_a_lease_whose_holder_died_expires_and_a_waiter_compiles() {
     assert_eq!(builds(&waiter), 1);
     assert_eq!(server.keys("jit-cache:m:*").len(), 1, "the waiter uploaded");
 }
+
+#[test]
+fn an_oversized_manifest_is_replaced_by_the_next_upload() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = host(
+        &dir.path().join("a"),
+        Some(remote(&server.url(), RemoteMode::ReadWrite)),
+    );
+    a.get_or_build(&kernel(1)).expect("a builds");
+    let manifest = server.keys("jit-cache:m:*").remove(0);
+    // Garbage past what any reader accepts (4 MiB): it can never be read, only replaced.
+    server.set(&manifest, &vec![b' '; 5 << 20]);
+    let b_remote = remote(&server.url(), RemoteMode::ReadWrite);
+    let b = host(&dir.path().join("b"), Some(b_remote.clone()));
+    all_built_locally(&b, &[1]);
+    let after = server.get(&manifest);
+    assert!(
+        after.len() < 1 << 20 && jit_cache::manifest_artifacts(&after).is_some(),
+        "b's upload replaced the oversized manifest ({} bytes there)",
+        after.len()
+    );
+    assert_eq!(b_remote.stats().uploads, 1, "b's upload counted");
+    let c = host(
+        &dir.path().join("c"),
+        Some(remote(&server.url(), RemoteMode::ReadWrite)),
+    );
+    assert_eq!(
+        c.get_or_build(&kernel(1)).expect("c").outcome,
+        Outcome::Fetched,
+        "the next host fetches through the replaced manifest"
+    );
+}

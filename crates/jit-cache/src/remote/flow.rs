@@ -6,7 +6,7 @@
 use super::manifest::{
     without_stamps, RemoteManifest, RemoteVariant, MAX_FAILURE_BYTES, MAX_MANIFEST_BYTES,
 };
-use super::{Event, Remote, TierError, TierErrorKind};
+use super::{Event, Expected, Remote, TierError, TierErrorKind};
 use crate::cache::{Answer, Cache, Outcome};
 use crate::entry::{self, Meta};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
@@ -379,11 +379,17 @@ fn update_manifest(
     variant: RemoteVariant,
 ) -> std::result::Result<bool, TierError> {
     for _ in 0..8 {
-        let current = match remote.tier.get_manifest(key, MAX_MANIFEST_BYTES) {
-            Ok(current) => current,
-            // An oversized manifest is replaced: it can only be garbage.
-            Err(e) if e.kind() == TierErrorKind::TooLarge => None,
+        let (current, oversized) = match remote.tier.get_manifest(key, MAX_MANIFEST_BYTES) {
+            Ok(current) => (current, false),
+            // An oversized manifest can only be garbage: it is replaced, compared by its length
+            // (compared as "absent", a value there would keep it forever).
+            Err(e) if e.kind() == TierErrorKind::TooLarge => (None, true),
             Err(e) => return Err(e),
+        };
+        let expected = match (&current, oversized) {
+            (_, true) => Expected::LongerThan(MAX_MANIFEST_BYTES),
+            (Some(bytes), false) => Expected::Value(bytes),
+            (None, false) => Expected::Absent,
         };
         let merged = RemoteManifest::merged(
             current.as_deref(),
@@ -400,10 +406,7 @@ fn update_manifest(
                 e.to_string(),
             )
         })?;
-        if remote
-            .tier
-            .replace_manifest(key, current.as_deref(), &new)?
-        {
+        if remote.tier.replace_manifest(key, expected, &new)? {
             return Ok(true);
         }
     }

@@ -1,5 +1,5 @@
 //! The remote tier: hosts of a fleet share compiled kernels through a store they all reach
-//! (Redis in `jit-cache-redis`; an S3-compatible store can implement the same [`RemoteTier`]).
+//! (Redis in `jit-cache-redis`, S3 in `jit-cache-s3`: each implements [`RemoteTier`]).
 //!
 //! Local first: a local hit (memo or entry) never touches the network. On a local miss, under
 //! the key's local lock (so one process per host asks), the key's remote manifest is read: each of
@@ -54,12 +54,12 @@ pub trait RemoteTier: Send + Sync + std::fmt::Debug {
     fn location(&self) -> String;
     /// The manifest of `key` (hex), if any.
     fn get_manifest(&self, key: &str, limit: usize) -> Result<Option<Vec<u8>>, TierError>;
-    /// Replaces the manifest of `key` only if it is still `expected` (None: absent); false when
-    /// another writer changed it first.
+    /// Replaces the manifest of `key` only if it is still as `expected` (what the writer read);
+    /// false when another writer changed it first.
     fn replace_manifest(
         &self,
         key: &str,
-        expected: Option<&[u8]>,
+        expected: Expected<'_>,
         new: &[u8],
     ) -> Result<bool, TierError>;
     /// The blob named by its blake3 digest (hex), if any.
@@ -90,6 +90,19 @@ pub trait RemoteTier: Send + Sync + std::fmt::Debug {
     }
     /// A round trip that proves the tier answers.
     fn health(&self) -> Result<(), TierError>;
+}
+
+/// What a manifest's writer read before replacing it: the compare of its compare-and-set.
+/// Exhaustive on purpose: a tier must compare every case, never treat an unknown one as absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected<'a> {
+    /// No manifest.
+    Absent,
+    /// Exactly these bytes.
+    Value(&'a [u8]),
+    /// A value longer than this many bytes, refused unread ([`TierErrorKind::TooLarge`]): garbage
+    /// no reader accepts, replaced while it is still longer than that.
+    LongerThan(usize),
 }
 
 /// What went wrong with a remote operation.

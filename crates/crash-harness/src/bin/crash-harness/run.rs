@@ -58,10 +58,13 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Give the workers a real redis-server as their fleet tier, kill it with SIGKILL on the
-    /// schedule, and audit it at every check.
+    /// Give the workers a real fleet tier (`--remote-store`), kill its server with SIGKILL on
+    /// the schedule, and audit it at every check.
     #[arg(long)]
     pub remote: bool,
+    /// The fleet tier's server with `--remote`: redis-server, or SeaweedFS's S3.
+    #[arg(long, value_enum, default_value_t = crate::remote::Store::Redis)]
+    pub remote_store: crate::remote::Store,
     /// Kill (and restart) the remote's server after every this many kills.
     #[arg(long, default_value_t = 40)]
     pub remote_kill_every: usize,
@@ -128,6 +131,8 @@ pub struct RunReport {
 /// The remote tier's part of a run (`--remote`).
 #[derive(Debug, Default, Serialize)]
 pub struct RemoteReport {
+    /// Which server it was.
+    pub store: crate::remote::Store,
     /// SIGKILLs of the server (each followed by a fresh, empty one).
     pub server_kills: usize,
     /// The workers' remote events, from the root's log.
@@ -273,7 +278,8 @@ impl RunReport {
         }
         if let Some(remote) = &self.remote {
             println!(
-                "remote: server killed {} times; {} fetched (verified), {} misses, {} uploads, {} leases waited, {} faults, {} values refused; {} audits, last: {} manifests ({} variants, {} without blob: misses), {} blobs; unreadable manifests {}, corrupt blobs {}",
+                "remote ({}): server killed {} times; {} fetched (verified), {} misses, {} uploads, {} leases waited, {} faults, {} values refused; {} audits, last: {} manifests ({} variants, {} without blob: misses), {} blobs; unreadable manifests {}, corrupt blobs {}",
+                remote.store.name(),
                 remote.server_kills,
                 remote.stats.hits,
                 remote.stats.misses,
@@ -373,7 +379,7 @@ impl Supervisor<'_> {
             cmd.env("JIT_CACHE_INJECT_BUG", bug);
         }
         if let Some(server) = &self.remote {
-            cmd.env(crate::remote::REMOTE_ENV, server.url());
+            cmd.envs(server.env());
         }
         if let Some((point, in_cache)) = armed {
             if in_cache {
@@ -504,8 +510,8 @@ impl Supervisor<'_> {
             report.variants = audit.variants;
             report.blobs = audit.blobs;
             report.variants_without_blob = audit.variants_without_blob;
-            report.unreadable_manifests += audit.unreadable_manifests.len();
-            report.corrupt_blobs += audit.corrupt_blobs.len();
+            report.unreadable_manifests += audit.unreadable_manifests;
+            report.corrupt_blobs += audit.corrupt_blobs;
         }
         let mut cmd = Command::new(std::env::current_exe()?);
         cmd.arg("check")
@@ -632,7 +638,10 @@ fn run_in(
         .append(true)
         .open(&stderr_path)?;
     let remote = if args.remote {
-        Some(crate::remote::Server::start(&run.root.join("redis"))?)
+        Some(crate::remote::Server::start(
+            args.remote_store,
+            &run.root.join("remote"),
+        )?)
     } else {
         None
     };
@@ -656,7 +665,10 @@ fn run_in(
             locks: cluster.map(|_| args.hosts.locks.clone()),
             actimeo_s: cluster.map(|_| args.hosts.actimeo),
             grace_ms: cluster.map(|_| args.hosts.grace_ms()),
-            remote: args.remote.then(RemoteReport::default),
+            remote: args.remote.then(|| RemoteReport {
+                store: args.remote_store,
+                ..RemoteReport::default()
+            }),
             ..RunReport::default()
         },
     };
@@ -703,7 +715,7 @@ fn run_in(
                 // The fleet's store dies with everything it held, mid-operation for some workers.
                 server
                     .kill_and_restart()
-                    .context("kill and restart redis-server")?;
+                    .context("kill and restart the remote's server")?;
                 report.server_kills += 1;
             }
         }

@@ -1,0 +1,222 @@
+//! Hosts share kernels through a real S3 server: remote hits are verified and published
+//! locally, remote variants are checked against each host's own headers, local hits never touch
+//! the network, failures are shared, and one host compiles while the others wait.
+
+use crate::support::{builds, host, kernel, project, remote, uncached, Server};
+use jit_cache::{Outcome, RemoteMode};
+
+#[test]
+fn a_kernel_built_on_one_host_is_fetched_verified_and_published_on_another() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = host(
+        &dir.path().join("a"),
+        Some(remote(&server, RemoteMode::ReadWrite)),
+    );
+    let b_remote = remote(&server, RemoteMode::ReadWrite);
+    let b = host(&dir.path().join("b"), Some(b_remote.clone()));
+
+    let built = a.get_or_build(&kernel(1)).expect("host a builds");
+    assert_eq!(built.outcome, Outcome::Built, "nothing anywhere yet");
+    assert_eq!(
+        server.keys("b").len(),
+        1,
+        "the blob was uploaded under its digest"
+    );
+    assert_eq!(server.keys("m").len(), 1, "and the manifest");
+    assert!(server.keys("l").is_empty(), "the lease was released");
+
+    let fetched = b.get_or_build(&kernel(1)).expect("host b answers");
+    assert_eq!(
+        fetched.outcome,
+        Outcome::Fetched,
+        "host b fetches instead of compiling"
+    );
+    assert!(
+        fetched.artifact.bytes() == built.artifact.bytes(),
+        "the same artifact"
+    );
+    assert_eq!(builds(&b), 0, "host b compiled nothing");
+    assert!(
+        fetched.artifact.bytes() == uncached(1, dir.path()).as_slice(),
+        "equal to an uncached compile"
+    );
+    let stats = b_remote.stats();
+    assert_eq!((stats.hits, stats.errors), (1, 0), "{stats:?}");
+
+    // Published through the local durable path: a new handle on b's root hits locally, even
+    // with the server gone.
+    drop(server);
+    let b_again = host(&dir.path().join("b"), Some(b_remote.clone()));
+    let local = b_again.get_or_build(&kernel(1)).expect("local hit");
+    assert_eq!(local.outcome, Outcome::Hit, "a local hit");
+    assert_eq!(
+        b_remote.stats().errors,
+        0,
+        "a local hit never touches the network (the server is gone)"
+    );
+    assert_eq!(b_again.verify().expect("verify").corrupt.len(), 0);
+    let logged = b_again.remote_stats();
+    assert_eq!(
+        (logged.hits, logged.misses),
+        (1, 0),
+        "the root's log: {logged:?}"
+    );
+}
+
+#[test]
+fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec_a = project(&dir.path().join("checkout-a"), 1);
+    let spec_b = project(&dir.path().join("elsewhere/checkout-b"), 1);
+    let spec_c = project(&dir.path().join("checkout-c"), 2);
+    let hosts: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|h| {
+            host(
+                &dir.path().join(h),
+                Some(remote(&server, RemoteMode::ReadWrite)),
+            )
+        })
+        .collect();
+    let from_a = hosts[0].get_or_build(&spec_a).expect("a builds");
+    let from_b = hosts[1].get_or_build(&spec_b).expect("b answers");
+    assert_eq!(
+        from_b.outcome,
+        Outcome::Fetched,
+        "same headers elsewhere: fetched"
+    );
+    assert!(from_a.artifact.bytes() == from_b.artifact.bytes());
+    let from_c = hosts[2].get_or_build(&spec_c).expect("c answers");
+    assert_eq!(
+        from_c.outcome,
+        Outcome::Built,
+        "another header: a's variant must not serve c"
+    );
+    assert_ne!(from_c.artifact.bytes(), from_a.artifact.bytes());
+    // The manifest now holds both variants (compare-and-set merged c's into a's).
+    let spec_d = project(&dir.path().join("checkout-d"), 2);
+    let from_d = hosts[3].get_or_build(&spec_d).expect("d answers");
+    assert_eq!(from_d.outcome, Outcome::Fetched, "c's variant serves d");
+    assert!(from_d.artifact.bytes() == from_c.artifact.bytes());
+}
+
+#[test]
+fn a_compile_failure_is_shared_and_served_to_other_hosts() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broken = jit_cache::KernelSpec::from_text(
+        "broken",
+        "broken.cu",
+        "extern \"C\" __global__ void broken(float* x) { x[0] = undeclared_name; }\n",
+    );
+    let a = host(
+        &dir.path().join("a"),
+        Some(remote(&server, RemoteMode::ReadWrite)),
+    );
+    let b = host(
+        &dir.path().join("b"),
+        Some(remote(&server, RemoteMode::ReadWrite)),
+    );
+    let first = a.get_or_build(&broken).expect_err("a broken kernel fails");
+    let failure = first.compile_failure().expect("a compile failure");
+    assert!(!failure.from_record, "a compiled it");
+    assert_eq!(server.keys("f").len(), 1, "the failure was shared");
+    let second = b.get_or_build(&broken).expect_err("b gets the failure");
+    let shared = second.compile_failure().expect("a compile failure");
+    assert!(shared.from_record, "b did not compile: {shared}");
+    assert_eq!(
+        shared.diagnostics, failure.diagnostics,
+        "the same diagnostics"
+    );
+    assert_eq!(builds(&b), 0);
+    assert_eq!(b.remote_stats().failures_fetched, 1);
+}
+
+#[test]
+fn a_batch_builds_other_kernels_first_while_another_host_holds_a_lease() {
+    use jit_cache::RemoteTier;
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let b = host(
+        &dir.path().join("b"),
+        Some(remote(&server, RemoteMode::ReadWrite)),
+    );
+    // "Host a" holds kernel 5's lease for 2 s (then it expires, as a dead holder's does).
+    let key = b.explain(&kernel(5)).expect("explain").key;
+    assert!(
+        server
+            .tier()
+            .acquire_lease(&key, "host-a", std::time::Duration::from_secs(2))
+            .expect("acquire"),
+        "setup: host a holds the lease"
+    );
+    let order = std::sync::Mutex::new(Vec::new());
+    let results = b.build_many(&[kernel(5), kernel(6)], Some(1), &|p| {
+        order.lock().expect("order").push(p.spec.name.clone());
+    });
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    assert_eq!(
+        *order.lock().expect("order"),
+        ["k6", "k5"],
+        "kernel 6 first, kernel 5 once host a's lease is gone"
+    );
+}
+
+#[test]
+fn heavy_hosts_asking_at_once_compile_each_kernel_once_in_the_fleet() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let hosts: Vec<_> = (0..4)
+        .map(|h| {
+            host(
+                &dir.path().join(format!("host{h}")),
+                Some(remote(&server, RemoteMode::ReadWrite)),
+            )
+        })
+        .collect();
+    let answers: Vec<Vec<Vec<u8>>> = std::thread::scope(|s| {
+        let running: Vec<_> = hosts
+            .iter()
+            .map(|cache| {
+                s.spawn(move || {
+                    (0..3)
+                        .map(|n| {
+                            let answer = cache.get_or_build(&kernel(100 + n)).expect("answer");
+                            assert!(answer.warning.is_none(), "{:?}", answer.warning);
+                            answer.artifact.bytes().to_vec()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|t| t.join().expect("host thread"))
+            .collect()
+    });
+    let compiles: usize = hosts.iter().map(builds).sum();
+    assert_eq!(compiles, 3, "one compile per kernel in the whole fleet");
+    for (h, got) in answers.iter().enumerate() {
+        assert_eq!(
+            got, &answers[0],
+            "host {h} has the artifacts that were compiled"
+        );
+    }
+    let waited: u64 = hosts.iter().map(|c| c.remote_stats().leases_waited).sum();
+    assert!(
+        waited >= 1,
+        "hosts asking at once waited for a lease holder"
+    );
+    assert!(server.keys("l").is_empty(), "every lease was released");
+    let audit = server.tier().audit().expect("audit");
+    assert!(
+        audit.corrupt_blobs.is_empty() && audit.unreadable_manifests.is_empty(),
+        "{audit:?}"
+    );
+    assert_eq!(
+        (audit.manifests, audit.blobs, audit.variants_without_blob),
+        (3, 3, 0)
+    );
+}
