@@ -135,7 +135,19 @@ pub(crate) fn prepare(
     );
     manifest.insert_list("toolchain:dirs", &toolchain_dirs);
     for var in nvcc::RELEVANT_ENV {
-        manifest.insert_env(var);
+        match *var {
+            // nvcc reads an empty (or blank) value as no flags at all: one key for both.
+            "NVCC_PREPEND_FLAGS" | "NVCC_APPEND_FLAGS" => {
+                let value = std::env::var_os(var).unwrap_or_default();
+                let words: Vec<String> = value
+                    .to_string_lossy()
+                    .split_ascii_whitespace()
+                    .map(str::to_string)
+                    .collect();
+                manifest.insert_list(format!("env:{var}"), &words);
+            }
+            _ => manifest.insert_env(var),
+        }
     }
     for extra in &spec.extras {
         match extra {

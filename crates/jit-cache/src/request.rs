@@ -220,6 +220,20 @@ impl Request {
             },
         )
         .map_err(|e| invalid(e.to_string()))?;
+        // Variables that make the host compiler run other programs (which nobody hashes) or write
+        // a dependency file of its own.
+        for var in [
+            "GCC_EXEC_PREFIX",
+            "COMPILER_PATH",
+            "DEPENDENCIES_OUTPUT",
+            "SUNPRO_DEPENDENCIES",
+        ] {
+            if env(var).is_some_and(|v| !v.is_empty()) {
+                return Err(invalid(format!(
+                    "{var} is set: the host compiler would run or write what the cache cannot see"
+                )));
+            }
+        }
         let prepend = env_text("NVCC_PREPEND_FLAGS")?;
         let append = env_text("NVCC_APPEND_FLAGS")?;
         let whole = if prepend.is_some() || append.is_some() {

@@ -16,12 +16,12 @@ use std::path::{Path, PathBuf};
 /// | `LIBRARY_PATH` | where the host linker finds libraries for shared-library outputs |
 /// | `GCC_EXEC_PREFIX`, `COMPILER_PATH` | which `cc1plus`/`as`/`ld` the host compiler runs |
 /// | `SOURCE_DATE_EPOCH` | the value of `__DATE__` and `__TIME__` |
+/// | `LANG`, `LC_ALL`, `LC_MESSAGES` | the language of the diagnostics, which a cache replays |
 ///
 /// Deliberately absent: `PATH` (its effect, which `g++` runs, is captured by the host compiler's
 /// version text instead, so keys stay independent of unrelated `PATH` edits), `CUDA_HOME` and
 /// `CUDA_PATH` (they only choose which nvcc is found, and the nvcc binary is hashed), `TMPDIR`
-/// and locale variables (they change where scratch files go and the language of messages, not the
-/// output).
+/// (where scratch files go).
 pub const RELEVANT_ENV: &[&str] = &[
     "NVCC_PREPEND_FLAGS",
     "NVCC_APPEND_FLAGS",
@@ -33,6 +33,10 @@ pub const RELEVANT_ENV: &[&str] = &[
     "GCC_EXEC_PREFIX",
     "COMPILER_PATH",
     "SOURCE_DATE_EPOCH",
+    // The language of the diagnostics a cache replays.
+    "LANG",
+    "LC_ALL",
+    "LC_MESSAGES",
 ];
 
 /// Everything a toolchain fingerprint should cover, gathered but not hashed (the `fingerprint`

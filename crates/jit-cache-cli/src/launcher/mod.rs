@@ -56,7 +56,25 @@ pub(crate) fn dispatch() -> Option<ExitCode> {
     if bytes.contains(&b'/') && !bytes.starts_with(b"-") {
         return Some(launch(Some(PathBuf::from(first)), &args[2..]));
     }
+    // Any other program a build runs through its launcher variable (`FLASHINFER_CXX_LAUNCHER`
+    // makes it `jit-cache c++ ...`): not one of the CLI's commands, so it runs unchanged.
+    if !bytes.starts_with(b"-") && !SUBCOMMANDS.iter().any(|c| first == *c) {
+        return Some(launch(Some(PathBuf::from(first)), &args[2..]));
+    }
     None
+}
+
+/// The CLI's own commands (`args.rs`); any other first word is a program to launch.
+const SUBCOMMANDS: &[&str] = &[
+    "build", "explain", "stats", "ls", "verify", "gc", "clear", "help",
+];
+
+/// Whether `program` is nvcc (by its file name: `nvcc`, or a wrapper named after it). Another
+/// compiler (`c++`, `g++`) runs unchanged: this launcher caches nvcc's commands only.
+fn is_nvcc(program: &Path) -> bool {
+    program
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("nvcc"))
 }
 
 /// The real nvcc: the one named, else `NVCC`, `CUDA_HOME/bin/nvcc`, `CUDA_PATH/bin/nvcc`, each
@@ -101,6 +119,13 @@ fn real_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
 }
 
 fn launch(named: Option<PathBuf>, args: &[OsString]) -> ExitCode {
+    if let Some(program) = named.as_ref().filter(|p| !is_nvcc(p)) {
+        log(&format!(
+            "uncacheable: {} is not nvcc",
+            program.file_name().unwrap_or_default().to_string_lossy()
+        ));
+        return run_real(program, args);
+    }
     let real = match real_nvcc(named) {
         Ok(real) => real,
         Err(why) => {

@@ -197,3 +197,51 @@ fn an_uncached_answer_names_a_path_that_outlives_the_command() {
         let _ = std::fs::remove_dir_all(path.parent().expect("kept dir"));
     });
 }
+
+#[test]
+fn another_compiler_through_the_launcher_runs_unchanged() {
+    // FlashInfer's `FLASHINFER_CXX_LAUNCHER=jit-cache` runs `jit-cache c++ ...` for its .cpp
+    // units: before, that was "unrecognized subcommand" (exit 2) and the build failed.
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("h.cpp"), "int f() { return 1; }\n").expect("write");
+    for compiler in ["c++", "/usr/bin/c++"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jit-cache"))
+            .args([compiler, "-fPIC", "-O2", "-c", "h.cpp", "-o", "h.o"])
+            .current_dir(dir.path())
+            .env("JIT_CACHE_DIR", dir.path().join("cache"))
+            .output()
+            .expect("run the launcher");
+        assert!(out.status.success(), "{compiler}: {out:?}");
+        assert!(dir.path().join("h.o").exists(), "{compiler} compiled");
+        std::fs::remove_file(dir.path().join("h.o")).expect("remove");
+    }
+    let log = std::fs::read_to_string(dir.path().join("cache/launcher.log")).expect("log");
+    assert_eq!(
+        log.lines().filter(|l| *l == "uncacheable: c++ is not nvcc").count(),
+        2,
+        "counted by its reason: {log}"
+    );
+}
+
+#[test]
+fn an_empty_nvcc_append_flags_is_the_same_command_as_none() {
+    // nvcc reads NVCC_APPEND_FLAGS= as no flags; the key did not, so a CMake rebuild with the
+    // variable set empty compiled everything again.
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("k.cu"), kernel_text(72)).expect("write kernel");
+    let counter = CountingCompiler::new(dir.path());
+    for value in [None, Some(""), Some("  ")] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_jit-cache"));
+        cmd.arg(&counter.path)
+            .args(["-arch=sm_90", "-cubin", "k.cu", "-o", "k.cubin"])
+            .current_dir(dir.path())
+            .env("JIT_CACHE_DIR", dir.path().join("cache"));
+        match value {
+            Some(v) => cmd.env("NVCC_APPEND_FLAGS", v),
+            None => cmd.env_remove("NVCC_APPEND_FLAGS"),
+        };
+        let out = cmd.output().expect("run the launcher");
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert_eq!(counter.compiles(), 1, "one compile for unset, empty and blank");
+}
