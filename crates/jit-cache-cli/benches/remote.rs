@@ -45,6 +45,9 @@ fn main() {
         .prefix("jit-cache-remote-bench-")
         .tempdir_in("/var/tmp")
         .expect("temp dir");
+    // The counting wrappers' logs are their writes, not their answers: declared, as a user's
+    // logging wrapper would, so that the cache still caches what they compile.
+    std::env::set_var("JIT_CACHE_IGNORED_PATHS", dir.path().join("wrapper-log"));
     println!("remote bench ({runs} runs); nvcc {}", nvcc.display());
     if want("fleet") {
         fleet(dir.path(), &nvcc);
@@ -168,7 +171,15 @@ fn ms(d: Duration) -> f64 {
 fn counting_nvcc(dir: &Path, nvcc: &Path) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).expect("mkdir");
-    let (path, log) = (dir.join("nvcc"), dir.join("compiles.log"));
+    // In the bench's declared log directory (see `main`), one log per wrapper, named by it.
+    let logs = PathBuf::from(std::env::var_os("JIT_CACHE_IGNORED_PATHS").expect("set by main"));
+    std::fs::create_dir_all(&logs).expect("mkdir");
+    let name: String = dir
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c == '/' { '_' } else { c })
+        .collect();
+    let (path, log) = (dir.join("nvcc"), logs.join(format!("{name}.log")));
     std::fs::write(
         &path,
         format!(
@@ -341,9 +352,9 @@ fn fleet_run(work: &Path, nvcc: &Path, jobs: Jobs) -> FleetRun {
                 cmd.arg(file_name(source));
                 cmd
             }),
-            Jobs::Two => run_ok(
-                our_cmd(h, host_sources).args(host_sources.iter().map(|s| file_name(s))),
-            ),
+            Jobs::Two => {
+                run_ok(our_cmd(h, host_sources).args(host_sources.iter().map(|s| file_name(s))))
+            }
         };
         let wall = warm_fleet(&sources, &our_host);
         ours.push((tier, count_compiles(&our_log), wall));

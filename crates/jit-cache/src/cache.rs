@@ -83,6 +83,11 @@ pub struct CacheOptions {
     pub remote: Option<crate::remote::Remote>,
     /// Whether other hosts may share the root (detected from its filesystem by default).
     pub sharing: crate::fstype::Sharing,
+    /// Directories the compile may use as its own (a logging wrapper's log, a harness's control
+    /// files), beside those `JIT_CACHE_IGNORED_PATHS` names: what it writes there is no side
+    /// effect, what it reads or looks for there no input. A traced compile that writes anywhere
+    /// else outside its own directories is not cached.
+    pub ignored_paths: Vec<PathBuf>,
 }
 
 impl Default for CacheOptions {
@@ -93,6 +98,7 @@ impl Default for CacheOptions {
             max_variants: 8,
             remote: None,
             sharing: crate::fstype::Sharing::Detect,
+            ignored_paths: Vec::new(),
         }
     }
 }
@@ -119,6 +125,14 @@ impl CacheOptions {
     /// Sets the compiler.
     pub fn nvcc(mut self, nvcc: nvcc::Nvcc) -> Self {
         self.nvcc = Some(nvcc);
+        self
+    }
+
+    /// Declares `dir` (absolute) the compile's own, as a logging wrapper's log: a compile that
+    /// writes there is still cached (a hit does not write there), and what it reads there is no
+    /// input.
+    pub fn ignore_paths_under(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.ignored_paths.push(dir.into());
         self
     }
 }
@@ -328,9 +342,24 @@ impl Cache {
                     why: crate::inputs::Unproven::Moved(_),
                     ..
                 }) if !fresh => fresh = true,
-                Ok(Built::Unproven { why, bytes }) => {
+                Ok(Built::Unproven {
+                    why,
+                    bytes,
+                    printed,
+                }) => {
                     self.counters.count(Event::NotCached(why.kind()));
                     let artifact = crate::compile::private_copy(request.spec.kind, bytes.to_vec())?;
+                    // This compile's own record, beside its private artifact: a launcher answers
+                    // with it instead of compiling again.
+                    if let Some(dir) = artifact.path().parent() {
+                        crate::compiler_record::write(
+                            dir,
+                            &printed.stderr,
+                            &printed.read,
+                            &printed.spelled,
+                            &prepared.search,
+                        );
+                    }
                     let twice = if matches!(why, crate::inputs::Unproven::Moved(_)) {
                         ", twice"
                     } else {

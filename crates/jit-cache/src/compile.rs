@@ -52,43 +52,74 @@ pub(crate) struct Compiled {
     pub(crate) compile_ms: u64,
     /// When the compile started, on the clock file timestamps use.
     pub(crate) started: Instant,
+    /// What the trace of the compile saw (`observed.rs`); None when it ran untraced.
+    pub(crate) seen: Option<crate::observed::Seen>,
+}
+
+/// Set to `0` or `off` to compile untraced: the include model and the dependency-file cross-check
+/// alone then vouch for an entry (`observed.rs` says what the trace adds).
+pub(crate) const TRACE_ENV: &str = "JIT_CACHE_TRACE";
+
+/// Whether compiles are traced (on unless [`TRACE_ENV`] turns it off).
+fn tracing() -> bool {
+    !std::env::var(TRACE_ENV).is_ok_and(|v| v == "0" || v.eq_ignore_ascii_case("off"))
+}
+
+/// Why [`compile`] has no artifact: the error, when the compile started (if it did), and what
+/// its trace saw (a failure is recorded, and replayed, only on proven records too).
+pub(crate) struct NotCompiled {
+    pub(crate) error: Error,
+    pub(crate) started: Option<Instant>,
+    pub(crate) seen: Option<Box<crate::observed::Seen>>,
+}
+
+impl From<Error> for NotCompiled {
+    fn from(error: Error) -> Self {
+        NotCompiled {
+            error,
+            started: None,
+            seen: None,
+        }
+    }
 }
 
 /// Compiles `request` into `output`, using `scratch` for a text source's private copy. `asked`
-/// is when the build was asked for ([`crate::inputs::asked_now`]).
+/// is when the build was asked for ([`crate::inputs::asked_now`]). `trace`: whether to trace the
+/// compile (unless [`TRACE_ENV`] says not to), with the directories the caller declares the
+/// compile's own ([`crate::observed::ignored_paths`]); a compile whose answer is never
+/// published needs no trace.
 pub(crate) fn compile(
     request: &Request,
     toolchain: &Toolchain,
     scratch: &Path,
     output: &Path,
     asked: Instant,
-) -> std::result::Result<Compiled, (Error, Option<Instant>)> {
+    trace: Option<&[PathBuf]>,
+) -> std::result::Result<Compiled, NotCompiled> {
     let spec = &request.spec;
     let source = match (&spec.source, &request.source_spelled) {
         (Source::File(_), Some(spelled)) => spelled.clone(),
         (Source::Text { file_name, text }, _) => {
             let path = scratch.join(file_name);
-            std::fs::write(&path, text)
-                .map_err(|e| (Error::io("write kernel source", &path, e), None))?;
+            std::fs::write(&path, text).map_err(|e| Error::io("write kernel source", &path, e))?;
             path
         }
         (Source::File(path), None) => {
-            return Err((
-                Error::io(
-                    "resolve kernel source",
-                    path,
-                    std::io::Error::other("not resolved"),
-                ),
-                None,
-            ))
+            return Err(Error::io(
+                "resolve kernel source",
+                path,
+                std::io::Error::other("not resolved"),
+            )
+            .into())
         }
     };
     // nvcc's temporaries (and its listing of its temporary directory) stay private to this
     // compile; on the local disk, even when the cache root is on NFS.
-    let tmp = private_dir().map_err(|e| (e, None))?;
+    let tmp = private_dir()?;
     let mut job = nvcc::CompileJob::new(&source, output, spec.kind)
         .working_dir(&request.working_dir)
-        .env("TMPDIR", tmp.path());
+        .env("TMPDIR", tmp.path())
+        .trace(trace.is_some() && tracing());
     if spec.kind == nvcc::OutputKind::Fatbin {
         for arch in &spec.arches {
             job = job.gencode(&arch.replace("sm_", "compute_"), arch);
@@ -116,13 +147,37 @@ pub(crate) fn compile(
         .into_iter()
         .flatten()
         .collect();
-    let out = result.map_err(|e| (failure(&spec.name, e, &written), Some(started)))?;
-    let artifact_bytes = std::fs::read(output).map_err(|e| {
-        (
-            Error::io("read compiled artifact", output, e),
-            Some(started),
-        )
+    // The compile's own places: its output's directory, its text source's copy, its TMPDIR,
+    // and those the caller declares.
+    let own: Vec<PathBuf> = [output.parent(), Some(scratch), Some(tmp.path())]
+        .into_iter()
+        .flatten()
+        .map(Path::to_path_buf)
+        .chain(crate::observed::ignored_paths(trace.unwrap_or_default()))
+        .collect();
+    let digest = |events: &file_trace::Trace| crate::observed::digest(events, &own);
+    let out = match result {
+        Ok(out) => out,
+        Err(e) => {
+            let seen = match &e {
+                nvcc::Error::Failed(f) | nvcc::Error::Timeout(f) => {
+                    f.trace.as_deref().map(|t| Box::new(digest(t)))
+                }
+                _ => None,
+            };
+            return Err(NotCompiled {
+                error: failure(&spec.name, e, &written),
+                started: Some(started),
+                seen,
+            });
+        }
+    };
+    let artifact_bytes = std::fs::read(output).map_err(|e| NotCompiled {
+        error: Error::io("read compiled artifact", output, e),
+        started: Some(started),
+        seen: None,
     })?;
+    let seen = out.trace.as_ref().map(digest);
     Ok(Compiled {
         artifact_bytes,
         read: out.headers,
@@ -130,6 +185,7 @@ pub(crate) fn compile(
         stderr: out.stderr,
         compile_ms,
         started,
+        seen,
     })
 }
 
@@ -231,7 +287,8 @@ pub(crate) fn build_uncached(
     let output = dir
         .path()
         .join(entry::artifact_file_name(request.spec.kind));
-    let compiled = compile(request, toolchain, dir.path(), &output, asked).map_err(|(e, _)| e)?;
+    let compiled =
+        compile(request, toolchain, dir.path(), &output, asked, None).map_err(|n| n.error)?;
     let artifact = Artifact::private(compiled.artifact_bytes, output, request.spec.kind, dir);
     Ok(Answer {
         artifact,

@@ -123,20 +123,19 @@ impl Cache {
     /// answered, as the compiler spelled it (this request spells the command the same way): for a caller that stands in for the compiler (a
     /// launcher replays the diagnostics and writes the dependency file the compiler would).
     ///
-    /// The record is `None` when the answer is not a cached entry (compiled privately, see
-    /// [`Answer::warning`]) or the entry has no record (written by an older version, fetched
-    /// from a remote tier, or a path that is not UTF-8); such a caller runs the compiler itself.
+    /// A compile whose answer the cache could not prove (see [`Answer::warning`]) has its own
+    /// record beside its private artifact. The record is `None` when the answer was made
+    /// privately for another reason (the cache's storage failed) or the entry has no record
+    /// (written by an older version, fetched from a remote tier, or a path that is not UTF-8);
+    /// such a caller runs the compiler itself.
     pub fn get_or_build_with_record(
         &self,
         spec: &KernelSpec,
     ) -> Result<(Answer, Option<CompilerRecord>)> {
         let request = Request::resolve(spec)?;
         let answer = self.answer(&request)?;
-        let record = if answer.warning.is_some() {
-            None
-        } else {
-            answer.artifact.path().parent().and_then(load)
-        };
+        // An entry's record, or an unpublished compile's own beside its private artifact.
+        let record = answer.artifact.path().parent().and_then(load);
         Ok((answer, record))
     }
 }

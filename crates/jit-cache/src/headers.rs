@@ -49,7 +49,8 @@ pub(crate) struct Inputs {
 }
 
 impl Inputs {
-    /// The part checked on every hit: project headers and all absences.
+    /// The part checked on every hit: project headers and the absences in project directories
+    /// (the toolkit's and the installation's are checked once per process).
     pub(crate) fn project_part(&self) -> Inputs {
         Inputs {
             headers: self
@@ -58,7 +59,12 @@ impl Inputs {
                 .filter(|h| h.base.is_project())
                 .cloned()
                 .collect(),
-            absent: self.absent.clone(),
+            absent: self
+                .absent
+                .iter()
+                .filter(|a| a.base.is_project())
+                .cloned()
+                .collect(),
         }
     }
 }
@@ -121,7 +127,14 @@ pub(crate) enum Mismatch {
     },
     /// A file now exists where the compile looked first and found nothing.
     Shadowed { name: PathBuf, by: PathBuf },
+    /// A directory the compile listed has changed since.
+    Relisted { dir: PathBuf },
 }
+
+/// The name that stands, in an absence group, for the directory's listing: the compile listed
+/// the directory, so any change of its entries (its stamp) may change the output. Never a
+/// relative file name.
+pub(crate) const LISTING: &str = "/";
 
 impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,6 +154,13 @@ impl std::fmt::Display for Mismatch {
                 "header `{}` vanished",
                 record.component_name().trim_start_matches("header:")
             ),
+            Mismatch::Relisted { dir } => {
+                write!(
+                    f,
+                    "directory {} changed since the compile listed it",
+                    dir.display()
+                )
+            }
             Mismatch::Shadowed { name, by } => write!(
                 f,
                 "header `{}` is now shadowed by {}",
@@ -203,14 +223,31 @@ pub(crate) fn revalidate(
         let Some(dir) = search.path_of(group.base, &group.dir) else {
             continue;
         };
-        if group.stamp.is_some() && look.stamp(&dir) == group.stamp {
+        // The toolkit's and the installation's absences, like their headers, once per process.
+        let memo_key = (!group.base.is_project()).then(|| {
+            let names: Vec<&[u8]> = group
+                .names
+                .iter()
+                .map(|n| n.as_os_str().as_encoded_bytes())
+                .collect();
+            (dir.clone(), Digest::of_bytes(&names.join(&0u8)))
+        });
+        if memo_key.as_ref().is_some_and(|k| confirmed.contains(k)) {
             continue;
         }
-        if let Some(path) = first_present(&dir, &group.names) {
-            return Err(Box::new(Mismatch::Shadowed {
-                name: path.strip_prefix(&dir).unwrap_or(&path).to_path_buf(),
-                by: path,
-            }));
+        if !(group.stamp.is_some() && look.stamp(&dir) == group.stamp) {
+            if group.names.iter().any(|n| n.as_os_str() == LISTING) {
+                return Err(Box::new(Mismatch::Relisted { dir }));
+            }
+            if let Some(path) = first_present(&dir, &group.names) {
+                return Err(Box::new(Mismatch::Shadowed {
+                    name: path.strip_prefix(&dir).unwrap_or(&path).to_path_buf(),
+                    by: path,
+                }));
+            }
+        }
+        if let Some(key) = memo_key {
+            confirmed.insert(key);
         }
     }
     Ok(())
@@ -230,15 +267,20 @@ pub(crate) fn first_present(dir: &Path, names: &[PathBuf]) -> Option<PathBuf> {
         .then(|| std::fs::read_dir(dir).ok())
         .flatten()
         .map(|entries| entries.flatten().map(|e| e.file_name()).collect());
-    names.iter().find_map(|name| {
-        let first = name.components().next();
-        let surely_absent = match (&listing, first) {
-            (Some(listing), Some(std::path::Component::Normal(first))) => !listing.contains(first),
-            _ => false,
-        };
-        let path = join(dir, name);
-        (!surely_absent && findable(&path)).then_some(path)
-    })
+    names
+        .iter()
+        .filter(|n| n.as_os_str() != LISTING)
+        .find_map(|name| {
+            let first = name.components().next();
+            let surely_absent = match (&listing, first) {
+                (Some(listing), Some(std::path::Component::Normal(first))) => {
+                    !listing.contains(first)
+                }
+                _ => false,
+            };
+            let path = join(dir, name);
+            (!surely_absent && findable(&path)).then_some(path)
+        })
 }
 
 /// A repeated request's check, precomputed for one search path: each project header's path and
@@ -270,6 +312,9 @@ impl FastCheck {
             let dir = search.path_of(group.base, &group.dir)?;
             match settling.stamp(&dir) {
                 Some(stamp) => stamped.push((dir, stamp)),
+                // A listing is checked by the directory's stamp alone: without a settled one,
+                // the full check runs.
+                None if group.names.iter().any(|n| n.as_os_str() == LISTING) => return None,
                 None => absent.push((dir, group.names.clone())),
             }
         }

@@ -23,7 +23,8 @@
 
 use crate::error::{Error, Result};
 use crate::headers::{hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
-use crate::scan::{scan, Directive};
+use crate::observed::Seen;
+use crate::scan::{scan_all, Directive};
 use crate::search::{join, parent_rel, Base, Canonical, ChainDir, SearchPath};
 use crate::stamp::Settling;
 use fingerprint::StatCache;
@@ -98,9 +99,23 @@ pub(crate) enum Unproven {
     /// A file the compile read changed (or vanished) while it ran.
     Moved(PathBuf),
     /// The compile read a file that no include directive's resolution reaches (`#include
-    /// MACRO`, or the model disagrees with the compiler): where the compiler looked first is
-    /// unknown.
+    /// MACRO`, or the model disagrees with the compiler), and no trace says where the compiler
+    /// looked first.
     Unaccounted(PathBuf),
+    /// The trace of the compile is not whole (a lookup it could not record, a process that
+    /// outlived it).
+    TraceIncomplete,
+    /// The dependency file names a file the trace did not see read: the trace missed something.
+    TraceMissed(PathBuf),
+    /// The compile changed something outside its own directories (a write, a rename, a new
+    /// directory): a cached answer would not do it.
+    SideEffect(PathBuf),
+    /// A file the compile read uses `__DATE__`, `__TIME__` or `__TIMESTAMP__` (and
+    /// `SOURCE_DATE_EPOCH` is unset): the output depends on when it was compiled.
+    TimeMacro(PathBuf),
+    /// An untraced compile read a file that looks a file up by a name only the preprocessor
+    /// knows (`#include MACRO`, `__has_include(MACRO)`): where it looked is unknown.
+    Computed(PathBuf),
 }
 
 impl Unproven {
@@ -109,6 +124,11 @@ impl Unproven {
         match self {
             Unproven::Moved(_) => "input-moved",
             Unproven::Unaccounted(_) => "unaccounted-read",
+            Unproven::TraceIncomplete => "trace-incomplete",
+            Unproven::TraceMissed(_) => "trace-missed-a-read",
+            Unproven::SideEffect(_) => "side-effect",
+            Unproven::TimeMacro(_) => "time-macro",
+            Unproven::Computed(_) => "computed-lookup",
         }
     }
 }
@@ -120,6 +140,30 @@ impl std::fmt::Display for Unproven {
             Unproven::Unaccounted(path) => write!(
                 f,
                 "the compiler read {}, which no include directive's resolution reaches",
+                path.display()
+            ),
+            Unproven::TraceIncomplete => write!(f, "the trace of the compile is not whole"),
+            Unproven::TraceMissed(path) => write!(
+                f,
+                "the trace did not see {} read, which the dependency file names",
+                path.display()
+            ),
+            Unproven::SideEffect(path) => {
+                write!(
+                    f,
+                    "the compile changed {}, which a hit would not",
+                    path.display()
+                )
+            }
+            Unproven::Computed(path) => write!(
+                f,
+                "{} looks a file up by a name only the preprocessor knows, and the compile ran \
+                 untraced",
+                path.display()
+            ),
+            Unproven::TimeMacro(path) => write!(
+                f,
+                "{} uses __DATE__, __TIME__ or __TIMESTAMP__ (set SOURCE_DATE_EPOCH to cache it)",
                 path.display()
             ),
         }
@@ -136,6 +180,8 @@ pub(crate) struct Recorded {
     /// Files the compile read that no directive's resolution reaches: the cross-check failed,
     /// and nothing may be published under these records.
     pub(crate) unaccounted: Vec<PathBuf>,
+    /// Why nothing may be published under these records otherwise.
+    pub(crate) unproven: Option<Unproven>,
 }
 
 /// One file whose directives are resolved.
@@ -171,7 +217,22 @@ struct Walk<'a> {
     must_stay: BTreeSet<(Base, PathBuf)>,
     canonical: Canonical,
     looked_up: LookedUp,
+    /// Files the trace saw read that no directive names (programs, libraries, response files,
+    /// computed includes): recorded by content, never scanned.
+    observed: Vec<(Base, PathBuf, PathBuf)>,
+    /// The first file read that uses a time macro.
+    time_macro: Option<PathBuf>,
+    /// The first file read that looks a file up by an unspelled name (`scan::Scanned`).
+    computed: Option<PathBuf>,
+    /// A path the trace saw missing that exists now: it appeared during the compile, which may
+    /// have seen either state.
+    appeared: Option<PathBuf>,
+    /// Directories the trace saw listed, by place.
+    listed: BTreeSet<(Base, PathBuf)>,
 }
+
+/// The tokens that make an output depend on when it was compiled.
+const TIME_MACROS: &[&[u8]] = &[b"__DATE__", b"__TIME__", b"__TIMESTAMP__"];
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
     rustix::fs::stat(path).ok().map(|st| (st.st_dev, st.st_ino))
@@ -226,6 +287,7 @@ pub(crate) fn record(
     search: &SearchPath,
     source: SourceRef<'_>,
     read: Option<&[PathBuf]>,
+    seen: Option<&Seen>,
     stat: &mut StatCache,
     since: Option<Instant>,
 ) -> Result<Recorded> {
@@ -241,6 +303,11 @@ pub(crate) fn record(
         must_stay: BTreeSet::new(),
         canonical: Canonical::default(),
         looked_up: LookedUp::default(),
+        observed: Vec::new(),
+        time_macro: None,
+        computed: None,
+        appeared: None,
+        listed: BTreeSet::new(),
     };
     let source_id = match source {
         SourceRef::File(path) => identity(path),
@@ -253,10 +320,21 @@ pub(crate) fn record(
                 inputs: Inputs::default(),
                 moved: Some(path.clone()),
                 unaccounted: Vec::new(),
+                unproven: None,
             });
         };
         if Some(id) == source_id {
             continue;
+        }
+        // The trace must have seen every file the dependency file names read: else it missed
+        // something, and cannot vouch for the rest.
+        if seen.is_some_and(|seen| !seen.saw_read(id)) {
+            return Ok(Recorded {
+                inputs: Inputs::default(),
+                moved: None,
+                unaccounted: Vec::new(),
+                unproven: Some(Unproven::TraceMissed(path.clone())),
+            });
         }
         walk.add_file(path, id);
     }
@@ -294,7 +372,7 @@ pub(crate) fn record(
                 place: Place::PrivateSource,
                 id: None,
             };
-            walk.resolve_all(&includer, &scan(text));
+            walk.scan_text(&includer, Path::new("<source text>"), text);
         }
     }
     let mut next = 0;
@@ -314,13 +392,34 @@ pub(crate) fn record(
             ));
         }
     }
-    let unaccounted = if walk.read.is_some() {
-        walk.unaccounted()
-    } else {
-        Vec::new()
+    // With a trace, what the compiler really read and looked for is the record; the model's
+    // records are what it must agree with. Without one, a file no directive reaches leaves the
+    // model unable to say where the compiler looked first.
+    let unaccounted = match (seen, &walk.read) {
+        (None, Some(_)) => walk.unaccounted(),
+        _ => Vec::new(),
     };
+    if let Some(seen) = seen {
+        walk.add_observed(seen, source_id);
+    }
+    let time_macro = walk.time_macro.clone();
+    // Untraced, a lookup by an unspelled name leaves the model unable to say where the compiler
+    // looked (a trace records every lookup).
+    let computed = walk.computed.clone().filter(|_| seen.is_none());
+    let appeared = walk.appeared.clone();
     let mut recorded = walk.finish(stat, since, settling)?;
     recorded.unaccounted = unaccounted;
+    if recorded.moved.is_none() {
+        recorded.moved = appeared;
+    }
+    if let Some(path) = computed {
+        recorded.unproven = Some(Unproven::Computed(path));
+    }
+    if let Some(path) = time_macro {
+        if std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
+            recorded.unproven = Some(Unproven::TimeMacro(path));
+        }
+    }
     Ok(recorded)
 }
 
@@ -353,8 +452,59 @@ impl Walk<'_> {
 
     fn scan_file(&mut self, includer: &Includer, path: &Path) -> Result<()> {
         let text = std::fs::read(path).map_err(|e| Error::io("read header", path, e))?;
-        self.resolve_all(includer, &scan(&text));
+        self.scan_text(includer, path, &text);
         Ok(())
+    }
+
+    fn scan_text(&mut self, includer: &Includer, path: &Path, text: &[u8]) {
+        self.note_time_macros(path, text);
+        let scanned = scan_all(text);
+        if scanned.computed && self.computed.is_none() {
+            self.computed = Some(path.to_path_buf());
+        }
+        self.resolve_all(includer, &scanned.directives);
+        for probe in &scanned.probes {
+            let candidates = self.candidates(includer, probe);
+            self.resolve_probe(&candidates);
+        }
+    }
+
+    fn note_time_macros(&mut self, path: &Path, text: &[u8]) {
+        if self.time_macro.is_none()
+            && TIME_MACROS
+                .iter()
+                .any(|m| memchr::memmem::find(text, m).is_some())
+        {
+            self.time_macro = Some(path.to_path_buf());
+        }
+    }
+
+    /// Adds what the trace saw beyond the model: files read that no directive names (recorded
+    /// by content), and every path looked up and not found (an absence, `__has_include`'s
+    /// among them).
+    fn add_observed(&mut self, seen: &Seen, source_id: Option<(u64, u64)>) {
+        let known: std::collections::HashSet<(u64, u64)> =
+            self.files.iter().filter_map(|f| f.id).collect();
+        for (path, id) in &seen.read {
+            if known.contains(id) || Some(*id) == source_id {
+                continue;
+            }
+            let (base, rel) = self.search.classify_observed(path, &mut self.canonical);
+            self.observed.push((base, rel, path.clone()));
+        }
+        for path in &seen.absent {
+            if self.appeared.is_none() && std::fs::symlink_metadata(path).is_ok() {
+                self.appeared = Some(path.clone());
+            }
+            let (base, rel) = self.search.classify_observed(path, &mut self.canonical);
+            if !rel.as_os_str().is_empty() {
+                self.absent.insert((base, rel));
+            }
+        }
+        for dir in &seen.listed {
+            let (base, rel) = self.search.classify_observed(dir, &mut self.canonical);
+            self.listed.insert((base, rel));
+        }
     }
 
     fn resolve_all(&mut self, includer: &Includer, directives: &[Directive]) {
@@ -452,6 +602,20 @@ impl Walk<'_> {
         }
     }
 
+    /// Records one `__has_include` probe: it found the first candidate that exists (which must
+    /// stay, recorded by content) or none; every candidate before is absent. The scan is
+    /// textual, so a probe in an inactive branch is recorded too: a needless record, never a
+    /// missing one.
+    fn resolve_probe(&mut self, candidates: &[(PathBuf, Option<(Base, PathBuf)>)]) {
+        for (path, place) in candidates {
+            if self.looked_up.file(path).is_some() {
+                self.must_stay.extend(place.clone());
+                return;
+            }
+            self.absent.extend(place.clone());
+        }
+    }
+
     /// Files read that no directive's resolution reaches (a macro names them: `#include MACRO`,
     /// or the model and the compiler disagree): the model cannot say where the compiler looked
     /// first, so it cannot vouch for the compile.
@@ -482,7 +646,8 @@ impl Walk<'_> {
             .must_stay
             .iter()
             .filter_map(|(base, rel)| Some((*base, rel.clone(), self.search.path_of(*base, rel)?)));
-        for (base, rel, path) in files.chain(must_stay) {
+        let observed = self.observed.iter().cloned();
+        for (base, rel, path) in files.chain(must_stay).chain(observed) {
             if !recorded.insert((base, rel.clone())) {
                 continue;
             }
@@ -502,6 +667,12 @@ impl Walk<'_> {
             let (dir, name) = self.nearest_existing_dir(*base, rel);
             groups.entry((*base, dir)).or_default().push(name);
         }
+        for (base, dir) in &self.listed {
+            groups
+                .entry((*base, dir.clone()))
+                .or_default()
+                .push(PathBuf::from(crate::headers::LISTING));
+        }
         // Absences need no such check: each name was looked up just now, after the compile, and
         // a file that appeared at a candidate after the compiler passed it exists now and was
         // recorded by content above (its ctime then says it moved).
@@ -519,6 +690,7 @@ impl Walk<'_> {
             inputs: Inputs { headers, absent },
             moved,
             unaccounted: Vec::new(),
+            unproven: None,
         })
     }
 

@@ -93,6 +93,7 @@ mod liveness;
 mod lookup;
 mod maintenance;
 mod memo;
+mod observed;
 mod publish;
 mod record_text;
 mod records;

@@ -13,7 +13,7 @@
 //! 7. record the slot's manifest, prune old variants, release the lock.
 
 use crate::cache::{Answer, Cache, Outcome};
-use crate::compile::{build_uncached, compile, private_copy, Compiled};
+use crate::compile::{build_uncached, compile, private_copy, Compiled, NotCompiled};
 use crate::entry::{self, Meta, Unusable};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
 use crate::evict::{move_to_trash, prune_variants};
@@ -37,8 +37,21 @@ pub(crate) enum Built {
     Answer(Answer),
     /// The compile's answer is the compiler's own, but the cache cannot prove what it depended
     /// on (an input moved while it ran, or the compiler read what the include model cannot
-    /// account for): nothing was published; these are the bytes of that compile.
-    Unproven { why: Unproven, bytes: Arc<[u8]> },
+    /// account for): nothing was published; these are the bytes of that compile, and what it
+    /// printed and read (a launcher answers with them as from an entry).
+    Unproven {
+        why: Unproven,
+        bytes: Arc<[u8]>,
+        printed: Arc<Printed>,
+    },
+}
+
+/// What an unpublished compile printed and read, for its compiler record.
+#[derive(Debug)]
+pub(crate) struct Printed {
+    pub(crate) stderr: String,
+    pub(crate) read: Vec<std::path::PathBuf>,
+    pub(crate) spelled: Vec<std::path::PathBuf>,
 }
 
 /// The miss path, run by one thread per request in this process.
@@ -150,14 +163,19 @@ fn locked_build(
         staging.path().join(&artifact_name),
     )?;
     hooks::point("compiling");
-    let compiled = match compile(request, toolchain, scratch.path(), &output, asked) {
+    let traced = Some(cache.options.ignored_paths.as_slice());
+    let compiled = match compile(request, toolchain, scratch.path(), &output, asked, traced) {
         Ok(compiled) => compiled,
-        Err((Error::Compile(failure), started)) => {
-            record_failure(cache, layout, request, prepared, &failure, started);
+        Err(NotCompiled {
+            error: Error::Compile(failure),
+            started,
+            seen,
+        }) => {
+            record_failure(cache, layout, request, prepared, &failure, started, seen);
             crate::remote::share_failure(cache, layout, prepared, &failure, lease);
             return Err(Error::Compile(failure));
         }
-        Err((e, _)) => return Err(e),
+        Err(not) => return Err(not.error),
     };
     drop(scratch);
 
@@ -167,6 +185,11 @@ fn locked_build(
             return Ok(Built::Unproven {
                 why,
                 bytes: compiled.artifact_bytes.into(),
+                printed: Arc::new(Printed {
+                    stderr: compiled.stderr,
+                    read: compiled.read,
+                    spelled: compiled.spelled,
+                }),
             })
         }
     };
@@ -358,17 +381,28 @@ fn inputs_of(
             return Ok(Err(Unproven::Moved(source.clone())));
         }
     }
+    if let Some(why) = compiled
+        .seen
+        .as_ref()
+        .and_then(|seen| seen.unproven.clone())
+    {
+        return Ok(Err(why));
+    }
     let recorded = cache.with_stat_cache(|stat| {
         record(
             &prepared.search,
             request.source_ref(),
             Some(&compiled.read),
+            compiled.seen.as_ref(),
             stat,
             Some(compiled.started),
         )
     })?;
     if let Some(path) = recorded.moved {
         return Ok(Err(Unproven::Moved(path)));
+    }
+    if let Some(why) = recorded.unproven {
+        return Ok(Err(why));
     }
     if let Some(path) = recorded.unaccounted.into_iter().next() {
         return Ok(Err(Unproven::Unaccounted(path)));
@@ -436,8 +470,12 @@ fn record_failure(
     prepared: &Prepared,
     failure: &CompileFailed,
     started: Option<Instant>,
+    seen: Option<Box<crate::observed::Seen>>,
 ) {
     if failure.cause != FailureCause::Source {
+        return;
+    }
+    if seen.as_ref().is_some_and(|seen| seen.unproven.is_some()) {
         return;
     }
     if started.is_some_and(|started| source_moved(prepared, started)) {
@@ -448,12 +486,14 @@ fn record_failure(
             &prepared.search,
             request.source_ref(),
             failure.headers_read.as_deref(),
+            seen.as_deref(),
             stat,
             started,
         )
     });
     let Ok(recorded) = recorded else { return };
-    if recorded.moved.is_some() {
+    // A failure is replayed only on records that account for every lookup.
+    if recorded.moved.is_some() || recorded.unproven.is_some() {
         return;
     }
     let record = FailureRecord {

@@ -109,8 +109,13 @@ fn parse_stamp(text: &str) -> Option<Option<StatStamp>> {
     n.next().is_none().then_some(Some(stamp))
 }
 
-/// Writes a path's bytes with `%`, space, control and non-UTF-8 bytes escaped as `%XX`.
+/// Writes a path's bytes with `%`, space, control and non-UTF-8 bytes escaped as `%XX`, and a
+/// path that is `.` itself as `%2E` (a lone `.` stands for the empty path).
 fn escape(path: &Path, out: &mut String) {
+    if path.as_os_str() == "." {
+        out.push_str("%2E");
+        return;
+    }
     for chunk in path.as_os_str().as_bytes().utf8_chunks() {
         for c in chunk.valid().chars() {
             if c == '%' || c == ' ' || c.is_control() {
@@ -304,6 +309,43 @@ mod tests {
         };
         let text = absence_to_text(&group);
         assert_eq!(absence_from_text(&text), Some(group), "{text}");
+    }
+
+    /// Paths compare by components (`.` and `` differ, `a/./b` is `a/b`), but an entry's variant
+    /// hashes their bytes: the text must keep every byte. Seen failing with `.` written as the
+    /// empty path (a traced loader's search of `./lib.so` published under a variant no host
+    /// could fetch).
+    #[test]
+    fn paths_keep_their_bytes_through_text() {
+        let bytes = |p: &Path| p.as_os_str().as_bytes().to_vec();
+        for spelled in [".", "", "./x.h", "a/./b", "a/", "a//b", "%2E"] {
+            let path = PathBuf::from(spelled);
+            let record = HeaderRecord {
+                base: Base::SourceDir,
+                rel: path.clone(),
+                digest: Digest::of_bytes(b"a"),
+                stamp: None,
+            };
+            let back = header_from_text(&header_to_text(&record)).expect("parses");
+            assert_eq!(bytes(&back.rel), bytes(&path), "header {spelled:?}");
+            let group = AbsenceGroup {
+                base: Base::SourceDir,
+                dir: path.clone(),
+                names: vec![if spelled.is_empty() {
+                    ".".into()
+                } else {
+                    path.clone()
+                }],
+                stamp: None,
+            };
+            let back = absence_from_text(&absence_to_text(&group)).expect("parses");
+            assert_eq!(bytes(&back.dir), bytes(&group.dir), "dir {spelled:?}");
+            assert_eq!(
+                bytes(&back.names[0]),
+                bytes(&group.names[0]),
+                "name {spelled:?}"
+            );
+        }
     }
 
     #[test]

@@ -20,15 +20,88 @@ pub(crate) struct Directive {
 
 /// Scans a file's text for include directives (`#include`, `#include_next`, `#import`) whose
 /// name is written out (a macro name is skipped).
+#[cfg(test)]
 pub(crate) fn scan(text: &[u8]) -> Vec<Directive> {
-    let mut out = Vec::new();
+    scan_all(text).directives
+}
+
+/// A file's include directives, its `__has_include` probes, and whether it also looks files up
+/// by names its text does not spell (`#include MACRO`, `__has_include(MACRO)`): only the
+/// compiler, or a trace of it, knows where those go.
+#[derive(Debug, Default)]
+pub(crate) struct Scanned {
+    pub(crate) directives: Vec<Directive>,
+    /// `__has_include(<x>)` and `__has_include_next("x")`, anywhere in the text: each looks `x`
+    /// up along the search chain as an include would, and reads nothing.
+    pub(crate) probes: Vec<Directive>,
+    pub(crate) computed: bool,
+}
+
+/// [`scan`], the probes, and whether the text has lookups by unspelled names.
+pub(crate) fn scan_all(text: &[u8]) -> Scanned {
+    let mut out = Scanned::default();
+    probes(text, &mut out);
     let mut rest = text;
     while !rest.is_empty() {
         let (line, next) = logical_line(rest);
         rest = next;
-        out.extend(directive(&line));
+        match directive(&line) {
+            Ok(Some(found)) => out.directives.push(found),
+            Ok(None) => {}
+            Err(Computed) => out.computed = true,
+        }
     }
     out
+}
+
+/// An include directive whose name is not written out.
+struct Computed;
+
+fn blanks(text: &[u8]) -> &[u8] {
+    let n = text
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t'))
+        .count();
+    &text[n..]
+}
+
+/// Finds `__has_include` and `__has_include_next` calls. A mention that is no call
+/// (`#ifdef __has_include`, `defined(__has_include)`) probes nothing.
+fn probes(text: &[u8], out: &mut Scanned) {
+    const WORD: &[u8] = b"__has_include";
+    for at in memchr::memmem::find_iter(text, WORD) {
+        let mut rest = &text[at + WORD.len()..];
+        let next = rest.starts_with(b"_next");
+        if next {
+            rest = &rest[b"_next".len()..];
+        }
+        if rest
+            .first()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        {
+            continue;
+        }
+        let Some(rest) = blanks(rest).strip_prefix(b"(") else {
+            continue;
+        };
+        let rest = blanks(rest);
+        let (quoted, close) = match rest.first() {
+            Some(b'"') => (true, b'"'),
+            Some(b'<') => (false, b'>'),
+            _ => {
+                out.computed = true;
+                continue;
+            }
+        };
+        match rest[1..].iter().position(|&b| b == close || b == b'\n') {
+            Some(len) if len > 0 && rest[1 + len] == close => out.probes.push(Directive {
+                quoted,
+                next,
+                name: rest[1..1 + len].to_vec(),
+            }),
+            _ => out.computed = true,
+        }
+    }
 }
 
 /// Splits off one logical line (backslash-newline continuations joined). Lines are found with
@@ -123,11 +196,12 @@ fn skip_blanks(line: &[u8], mut at: usize) -> usize {
     }
 }
 
-/// The include directive on `line`, if it is one with a written-out name.
-fn directive(line: &[u8]) -> Option<Directive> {
+/// The include directive on `line`, if it is one with a written-out name; `Computed` if it is
+/// one whose name is a macro.
+fn directive(line: &[u8]) -> Result<Option<Directive>, Computed> {
     let mut at = skip_blanks(line, 0);
     if line.get(at) != Some(&b'#') {
-        return None;
+        return Ok(None);
     }
     at = skip_blanks(line, at + 1);
     let word_end = line[at..]
@@ -137,25 +211,29 @@ fn directive(line: &[u8]) -> Option<Directive> {
     let next = match &line[at..word_end] {
         b"include" | b"import" => false,
         b"include_next" => true,
-        _ => return None,
+        _ => return Ok(None),
     };
     at = skip_blanks(line, word_end);
     let (quoted, close) = match line.get(at) {
         Some(b'"') => (true, b'"'),
         Some(b'<') => (false, b'>'),
         // `#include HEADER`: a macro name, resolved only by the preprocessor.
-        _ => return None,
+        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => return Err(Computed),
+        // Prose in a comment (`#include's`), or nothing.
+        _ => return Ok(None),
     };
     let name_start = at + 1;
-    let len = line[name_start..].iter().position(|&b| b == close)?;
+    let Some(len) = line[name_start..].iter().position(|&b| b == close) else {
+        return Ok(None);
+    };
     if len == 0 {
-        return None;
+        return Ok(None);
     }
-    Some(Directive {
+    Ok(Some(Directive {
         quoted,
         next,
         name: line[name_start..name_start + len].to_vec(),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -168,6 +246,27 @@ mod tests {
             next,
             name: name.to_vec(),
         }
+    }
+
+    #[test]
+    fn lookups_no_directive_spells_are_told() {
+        assert!(!scan_all(b"#include \"a.h\"\n#define X 1\n").computed);
+        assert!(scan_all(b"#define H \"x.h\"\n#include H\n").computed);
+        assert!(scan_all(b"#if __has_include(OPT)\n#endif\n").computed);
+        assert!(
+            !scan_all(b"/* #include's protect themselves */\n").computed,
+            "prose in a comment (glibc's limits.h) names no macro"
+        );
+        let probed = scan_all(
+            b"#ifdef __has_include\n#if __has_include(<opt.h>) && __has_include_next ( \"o.h\" )\n\
+              #endif\n#endif\n#if defined(__has_include)\n#endif\n",
+        );
+        assert!(!probed.computed);
+        assert_eq!(
+            probed.probes,
+            vec![d(false, false, b"opt.h"), d(true, true, b"o.h")]
+        );
+        assert!(probed.directives.is_empty());
     }
 
     #[test]
@@ -233,7 +332,7 @@ mod tests {
         while !rest.is_empty() {
             let (line, next) = logical(rest);
             rest = next;
-            out.extend(directive(&line));
+            out.extend(directive(&line).ok().flatten());
         }
         out
     }

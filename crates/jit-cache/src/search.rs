@@ -405,6 +405,26 @@ impl SearchPath {
         (Base::Absolute, spelled.to_path_buf())
     }
 
+    /// Where a path a trace saw belongs: as [`SearchPath::classify_with`], and an absolute path
+    /// under the system's own directories (`/usr`, `/lib`, `/etc`, ...: the host compiler, the
+    /// loader's libraries, locale data) is the installation's (checked once per process), not
+    /// the project's.
+    pub(crate) fn classify_observed(
+        &self,
+        path: &Path,
+        canonical: &mut Canonical,
+    ) -> (Base, PathBuf) {
+        const SYSTEM: &[&str] = &[
+            "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/bin", "/sbin",
+        ];
+        match self.classify_with(path, canonical) {
+            (Base::Absolute, rel) if SYSTEM.iter().any(|s| path.starts_with(s)) => {
+                (Base::Installed, rel)
+            }
+            other => other,
+        }
+    }
+
     /// Whether GCC counts a file at `path` (absolute, as spelled) a system header: the longest
     /// directory of the merged chain that spells a prefix of it is a system one.
     pub(crate) fn is_system(&self, path: &Path) -> bool {

@@ -32,6 +32,11 @@ pub struct CompileOutput {
     pub diagnostics: Vec<Diagnostic>,
     /// Wall time of the compiler process.
     pub duration: Duration,
+    /// Every path the compile and its children looked up, when [`CompileJob::trace`] asked for
+    /// it and the system can trace.
+    pub trace: Option<file_trace::Trace>,
+    /// Why a compile that asked for a trace has none.
+    pub trace_unavailable: Option<crate::TraceUnavailable>,
 }
 
 impl Nvcc {
@@ -72,6 +77,7 @@ impl Nvcc {
             working_dir: job.working_dir.clone(),
             env: job.env.clone(),
             timeout: job.timeout,
+            trace: job.trace,
             ..RunOptions::default()
         };
         let result = runner.run(self.path(), &args, &opts);
@@ -93,6 +99,7 @@ impl Nvcc {
                     headers: read_headers(&depfile, &base, &source_path)
                         .ok()
                         .map(|(headers, _)| headers),
+                    trace: run.trace.map(Box::new),
                 });
                 return Err(if run.timed_out {
                     Error::Timeout(failure)
@@ -109,6 +116,8 @@ impl Nvcc {
                 diagnostics: parse_diagnostics(&stderr),
                 stderr,
                 duration: run.duration,
+                trace: run.trace,
+                trace_unavailable: run.trace_unavailable,
             })
         });
         // The dependency file is scratch: its content is returned, and a leftover must not be taken

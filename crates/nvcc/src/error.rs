@@ -117,6 +117,8 @@ pub struct CompileFailure {
     /// The headers the failed compile read, from its dependency file when it wrote one (a failure
     /// in preprocessing, such as a missing header, leaves none).
     pub headers: Option<Vec<PathBuf>>,
+    /// Every path the failed compile looked up, when the job asked for a trace.
+    pub trace: Option<Box<file_trace::Trace>>,
 }
 
 /// How much of stderr a [`CompileFailure`] keeps.

@@ -125,6 +125,9 @@ pub struct CompileJob {
     pub timeout: Option<Duration>,
     /// Extra environment variables for the compiler.
     pub env: Vec<(OsString, OsString)>,
+    /// Record every path the compile and its children look up ([`file_trace`]); the trace is in
+    /// [`crate::CompileOutput::trace`].
+    pub trace: bool,
 }
 
 impl CompileJob {
@@ -143,6 +146,7 @@ impl CompileJob {
             working_dir: None,
             timeout: None,
             env: Vec::new(),
+            trace: false,
         }
     }
 
@@ -210,6 +214,13 @@ impl CompileJob {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Asks for a trace of every path the compile looks up (see [`crate::CompileOutput::trace`]).
+    #[must_use]
+    pub fn trace(mut self, trace: bool) -> Self {
+        self.trace = trace;
         self
     }
 

@@ -217,7 +217,9 @@ fn another_compiler_through_the_launcher_runs_unchanged() {
     }
     let log = std::fs::read_to_string(dir.path().join("cache/launcher.log")).expect("log");
     assert_eq!(
-        log.lines().filter(|l| *l == "uncacheable: c++ is not nvcc").count(),
+        log.lines()
+            .filter(|l| *l == "uncacheable: c++ is not nvcc")
+            .count(),
         2,
         "counted by its reason: {log}"
     );
@@ -243,5 +245,9 @@ fn an_empty_nvcc_append_flags_is_the_same_command_as_none() {
         let out = cmd.output().expect("run the launcher");
         assert!(out.status.success(), "{out:?}");
     }
-    assert_eq!(counter.compiles(), 1, "one compile for unset, empty and blank");
+    assert_eq!(
+        counter.compiles(),
+        1,
+        "one compile for unset, empty and blank"
+    );
 }

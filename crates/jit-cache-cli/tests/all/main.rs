@@ -13,3 +13,4 @@ mod processes;
 mod remote;
 mod search_props;
 mod team_root;
+mod traced;

@@ -14,7 +14,7 @@ const LAUNCHER: &str = env!("CARGO_BIN_EXE_jit-cache");
 pub(crate) type Env<'a> = &'a [(&'a str, &'a str)];
 
 /// A kernel that embeds `VALUE` (from whatever `include` brings) in its cubin.
-fn kernel(include: &str) -> String {
+pub(crate) fn kernel(include: &str) -> String {
     format!(
         "{include}\n#ifndef VALUE\n#define VALUE 1\n#endif\n#define STR2(x) #x\n#define STR(x) STR2(x)\n\
          __constant__ char tag[] = \"VAL=\" STR(VALUE) \";\";\n\
@@ -22,7 +22,7 @@ fn kernel(include: &str) -> String {
     )
 }
 
-fn header(value: u32) -> String {
+pub(crate) fn header(value: u32) -> String {
     format!("#pragma once\n#define VALUE {value}\n")
 }
 
@@ -57,7 +57,7 @@ impl World {
         self.dir.path().join(rel)
     }
 
-    fn cache(&self) -> PathBuf {
+    pub(crate) fn cache(&self) -> PathBuf {
         self.path("cache")
     }
 
@@ -124,7 +124,7 @@ impl World {
 }
 
 /// Asserts the launcher answers as nvcc does, before and after `edit`.
-fn agrees_before_and_after(
+pub(crate) fn agrees_before_and_after(
     w: &World,
     cwd: &Path,
     args: &[&str],

@@ -15,11 +15,27 @@ pub fn real_nvcc() -> PathBuf {
 }
 
 /// A wrapper compiler that appends one line per compile (not per `--version` or `-dryrun`, the
-/// cache's probes of the toolchain) to a log, then
-/// runs the real nvcc: the tests count compiles with it.
+/// cache's probes of the toolchain) to a log, then runs the real nvcc: the tests count compiles
+/// with it. The log is a write of the wrapper's, which a hit would not repeat: the wrapper
+/// declares its directory in `JIT_CACHE_IGNORED_PATHS` (as a user's logging wrapper would), so
+/// that the cache still caches what it compiles (a traced compile that writes elsewhere is never
+/// cached).
 pub struct CountingCompiler {
     pub path: PathBuf,
     pub log: PathBuf,
+}
+
+/// Adds `dir` to `JIT_CACHE_IGNORED_PATHS` for every process this one starts from now on (the
+/// list accumulates: tests sharing a process each keep theirs).
+pub fn ignore_paths_under(dir: &Path) {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let mut dirs: Vec<PathBuf> = std::env::var_os("JIT_CACHE_IGNORED_PATHS")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    dirs.push(dir.to_path_buf());
+    let joined = std::env::join_paths(dirs).expect("directories without a colon");
+    std::env::set_var("JIT_CACHE_IGNORED_PATHS", joined);
 }
 
 impl CountingCompiler {
@@ -27,7 +43,10 @@ impl CountingCompiler {
         let bin = dir.join("wrapper-bin");
         std::fs::create_dir_all(&bin).expect("create wrapper dir");
         let path = bin.join("nvcc");
-        let log = dir.join("compiles.log");
+        let log_dir = dir.join("wrapper-log");
+        std::fs::create_dir_all(&log_dir).expect("create the log's dir");
+        let log = log_dir.join("compiles.log");
+        ignore_paths_under(&log_dir);
         let script = format!(
             "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" -dryrun \"*) ;; *) echo \"$$ $*\" >> '{}' ;; esac\nexec '{}' \"$@\"\n",
             log.display(),

@@ -68,9 +68,10 @@ fn a_kernel_built_on_one_host_is_fetched_verified_and_published_on_another() {
 fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
     let server = Server::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let spec_a = project(&dir.path().join("checkout-a"), 1);
-    let spec_b = project(&dir.path().join("elsewhere/checkout-b"), 1);
-    let spec_c = project(&dir.path().join("checkout-c"), 2);
+    // Every host's checkout at the same path (a fleet's image), spelled the same: a and b have
+    // the same header, c (and d) another one. (A checkout elsewhere, spelled by its absolute
+    // path, is another command: `__FILE__` and diagnostics name the path.)
+    let checkout = dir.path().join("checkout");
     let hosts: Vec<_> = ["a", "b", "c", "d"]
         .iter()
         .map(|h| {
@@ -80,15 +81,21 @@ fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
             )
         })
         .collect();
-    let from_a = hosts[0].get_or_build(&spec_a).expect("a builds");
-    let from_b = hosts[1].get_or_build(&spec_b).expect("b answers");
+    let from_a = hosts[0]
+        .get_or_build(&project(&checkout, 1))
+        .expect("a builds");
+    let from_b = hosts[1]
+        .get_or_build(&project(&checkout, 1))
+        .expect("b answers");
     assert_eq!(
         from_b.outcome,
         Outcome::Fetched,
         "same headers elsewhere: fetched"
     );
     assert!(from_a.artifact.bytes() == from_b.artifact.bytes());
-    let from_c = hosts[2].get_or_build(&spec_c).expect("c answers");
+    let from_c = hosts[2]
+        .get_or_build(&project(&checkout, 2))
+        .expect("c answers");
     assert_eq!(
         from_c.outcome,
         Outcome::Built,
@@ -96,8 +103,9 @@ fn a_remote_variant_serves_only_hosts_whose_headers_match_it() {
     );
     assert_ne!(from_c.artifact.bytes(), from_a.artifact.bytes());
     // The manifest now holds both variants (compare-and-set merged c's into a's).
-    let spec_d = project(&dir.path().join("checkout-d"), 2);
-    let from_d = hosts[3].get_or_build(&spec_d).expect("d answers");
+    let from_d = hosts[3]
+        .get_or_build(&project(&checkout, 2))
+        .expect("d answers");
     assert_eq!(from_d.outcome, Outcome::Fetched, "c's variant serves d");
     assert!(from_d.artifact.bytes() == from_c.artifact.bytes());
 }

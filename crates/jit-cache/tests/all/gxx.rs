@@ -91,7 +91,10 @@ impl Gxx {
     pub fn cache(&self, root: &Path) -> Cache {
         Cache::open_with(
             root,
-            CacheOptions::default().nvcc(nvcc::Nvcc::at(&self.nvcc).expect("fake nvcc")),
+            CacheOptions::default()
+                .nvcc(nvcc::Nvcc::at(&self.nvcc).expect("fake nvcc"))
+                // Its control files and log are the test's, not the compile's answer.
+                .ignore_paths_under(&self.ctl),
         )
         .expect("open cache")
     }

@@ -76,6 +76,9 @@ fi
 if [ -n "$FAKE_NVCC_LOG" ]; then
   printf '%s %s\n' "$DURABLE_FS_HOST_ID" "$(head -n1 "$src")" >> "$FAKE_NVCC_LOG"
 fi
+# Every compile runs `sleep` (a gated one waits with it): what a traced compile ran is an input,
+# and a gated compile must have the same inputs as an ungated one.
+sleep 0
 if [ -n "$FAKE_NVCC_GATE" ]; then
   : > "$FAKE_NVCC_GATE.waiting"
   i=0
@@ -135,6 +138,9 @@ pub fn host_op(
     command
         .args(args)
         .env("FAKE_NVCC_LOG", &bench.log)
+        // The fake's log and gate are its writes, not its answer (as a user's logging wrapper
+        // declares its log).
+        .env("JIT_CACHE_IGNORED_PATHS", bench.dir.path())
         .env_remove("JIT_CACHE_INJECT_BUG")
         .stdout(std::process::Stdio::piped());
     for (k, v) in env {
