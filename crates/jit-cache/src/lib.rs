@@ -11,15 +11,21 @@
 //!   files were written and fsynced, `meta.json` last; a reader opens the entry directory once and
 //!   reads everything relative to it, so it sees no entry or a whole one, never a mix of two.
 //! - **Never stale, never another request's.** A request is resolved once, when it is made
-//!   (paths against the working directory of that moment, the search path parsed from every
-//!   search-path flag nvcc accepts). Keys are content digests of the source, flags, defines, arch
-//!   list, output kind, compiler identity (binary, companions, version), the identity of the host
-//!   compiler the request uses (`-ccbin`), the environment that changes nvcc's output, and the
-//!   caller's extra components; never mtimes or absolute paths. Each entry also records what its
-//!   compile depended on by the compiler's own search rules: the headers it read, by content,
-//!   relative to the search-path entry that spells them, and every place a directive looked first
-//!   and found nothing. A hit revalidates both (a `stat` each, through settled stamps and the stat
-//!   cache). An input that changed while the compiler ran is never published.
+//!   (the working directory of that moment, every argument read by nvcc's and GCC's option
+//!   tables; an unknown or refused one is an [`Error::InvalidSpec`] naming it). Keys are content
+//!   digests of the source and its spelling, the flags as spelled, defines, arch list, output
+//!   kind, the search lists as spelled and GCC's merge of them, compiler identity (binary,
+//!   companions, version), the identity of the host compiler the request uses (`-ccbin`), the
+//!   environment that changes nvcc's output, and the caller's extra components; never mtimes.
+//!   Each entry also records what its compile depended on: the files it read or ran, by content,
+//!   and every place it looked and found nothing, by GCC's search rules and by a trace of the
+//!   compile and all its programs. A hit revalidates both (a `stat` each, through settled stamps
+//!   and the stat cache).
+//! - **Never guesses.** A compile the cache cannot vouch for is answered with its own output,
+//!   uncached, with a warning, and counted ([`Stats::not_cached`]): its inputs changed while it
+//!   ran, it changed files outside its own directories, it used `__DATE__`/`__TIME__` without
+//!   `SOURCE_DATE_EPOCH`, its trace is incomplete or missed a read its dependency file names,
+//!   or, untraced (`JIT_CACHE_TRACE=0`), it read what the include model cannot account for.
 //! - **Durable.** Nothing is reported built before its data and directory entries are fsynced
 //!   (`durable-fs`); an fsync error is returned, never retried into success, never published.
 //! - **Compiled once.** Threads of one process share one build for an identical request (same
@@ -44,16 +50,16 @@
 //!   the file was read, on a local filesystem with nanosecond timestamps (a second older with
 //!   whole-second timestamps); older than two seconds on NFS, FUSE or an unknown filesystem,
 //!   whose timestamps may come from a server's clock (git's racy-timestamp problem).
-//! - `__has_include` probes leave no trace in the compiler's dependency file: a header added where
-//!   only such a probe looked is not seen. A header reached through `#include MACRO` is recorded
-//!   conservatively (absent in every earlier search directory), not in its includer's directory.
-//!   Flags that change the search in ways the model does not follow (`-idirafter`, `-nostdinc`,
-//!   `--sysroot`, `-I-`) are refused with the reason. See ARCHITECTURE.md, "The include model".
+//! - The trace does not see `readlink`, nor a `stat` that found a file (a program that changes
+//!   its output on a file's mere presence is not followed; GCC opens what it probes). A
+//!   directory a compile listed is recorded by its stamp, which no other host can check: such a
+//!   variant is never fetched from a remote tier. See ARCHITECTURE.md, "The include model".
 //! - A stale or corrupt entry is moved aside before its replacement is renamed in, so a reader
 //!   may briefly find the entry absent (never partial).
 //! - A team cache (`RootMode::Team`, CLI `--team`) needs its root prepared by an administrator:
 //!   group-owned, `chmod 2770`.
-//! - Hits and misses are not counted on disk (a hit writes nothing); builds are logged.
+//! - Counts of how requests were answered are saved per host when a handle is dropped (or
+//!   [`Cache::save_state`]); a process killed before that loses its counts, never an entry.
 //!
 //! # Example
 //! ```

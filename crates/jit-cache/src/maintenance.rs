@@ -70,7 +70,8 @@ pub struct Stats {
     pub built: u64,
     /// Requests fetched from the remote tier and published.
     pub fetched: u64,
-    /// Requests answered but not cached, by reason (`unaccounted-read`, `input-moved`,
+    /// Requests answered but not cached, by reason (`side-effect`, `time-macro`, `input-moved`,
+    /// `trace-incomplete`, `trace-missed-a-read`, `unaccounted-read`, `computed-lookup`,
     /// `cache-unusable`, ...).
     pub not_cached: std::collections::BTreeMap<String, u64>,
 }
