@@ -253,29 +253,50 @@ pub(crate) fn revalidate(
     Ok(())
 }
 
-/// Groups with more names than this are checked against one listing of their directory.
+/// Groups with more names than this are checked by their first components: one look at each
+/// distinct one, or one listing of their directory when there are more of those than this too.
 const LIST_THRESHOLD: usize = 8;
 
 /// The first of `names` (relative to `dir`) that the compiler would now find, if any.
 ///
 /// A large group (toolkit headers' `#include <bits/...>` all looked in the caller's `-I`
-/// directory first) lists `dir` once: a name whose first component is not in the listing cannot
-/// be found; only the others are looked up one by one. The listing is what `stat`s would have
-/// seen at that moment, so the answer is the same.
+/// directory first; the loader's search of `tls/haswell/x86_64/...` in a build directory) is
+/// checked by the names' first components: a name whose first component is not in `dir` cannot
+/// be found; only the others are looked up whole. The first components are looked at one by one
+/// when they are few (a build directory may hold thousands of entries), else `dir` is listed
+/// once. Either is what `stat`s would have seen at that moment, so the answer is the same.
 pub(crate) fn first_present(dir: &Path, names: &[PathBuf]) -> Option<PathBuf> {
-    let listing: Option<HashSet<std::ffi::OsString>> = (names.len() > LIST_THRESHOLD)
-        .then(|| std::fs::read_dir(dir).ok())
-        .flatten()
-        .map(|entries| entries.flatten().map(|e| e.file_name()).collect());
+    let first_of = |name: &PathBuf| match name.components().next() {
+        Some(std::path::Component::Normal(first)) => Some(first.to_os_string()),
+        _ => None,
+    };
+    let there: Option<HashSet<std::ffi::OsString>> = (names.len() > LIST_THRESHOLD)
+        .then(|| {
+            let firsts: HashSet<std::ffi::OsString> = names
+                .iter()
+                .filter(|n| n.as_os_str() != LISTING)
+                .filter_map(first_of)
+                .collect();
+            if firsts.len() <= 4 * LIST_THRESHOLD {
+                Some(
+                    firsts
+                        .into_iter()
+                        .filter(|first| std::fs::symlink_metadata(dir.join(first)).is_ok())
+                        .collect(),
+                )
+            } else {
+                std::fs::read_dir(dir)
+                    .ok()
+                    .map(|entries| entries.flatten().map(|e| e.file_name()).collect())
+            }
+        })
+        .flatten();
     names
         .iter()
         .filter(|n| n.as_os_str() != LISTING)
         .find_map(|name| {
-            let first = name.components().next();
-            let surely_absent = match (&listing, first) {
-                (Some(listing), Some(std::path::Component::Normal(first))) => {
-                    !listing.contains(first)
-                }
+            let surely_absent = match (&there, first_of(name)) {
+                (Some(there), Some(first)) => !there.contains(&first),
                 _ => false,
             };
             let path = join(dir, name);
@@ -375,5 +396,14 @@ mod tests {
             first_present(d, &names[..4]).is_none(),
             "a directory is skipped, as GCC skips it"
         );
+        // Past the threshold of first components the directory is listed: the same answers.
+        let many: Vec<PathBuf> = (0..40)
+            .map(|i| PathBuf::from(format!("m{i}/x.h")))
+            .collect();
+        assert_eq!(first_present(d, &many), None, "listed: nothing there");
+        std::fs::create_dir(d.join("m7")).expect("mkdir m7");
+        assert_eq!(first_present(d, &many), None, "m7 is there, m7/x.h is not");
+        std::fs::write(d.join("m7/x.h"), "x").expect("write");
+        assert_eq!(first_present(d, &many), Some(d.join("m7/x.h")));
     }
 }
