@@ -22,7 +22,8 @@ pub fn run(args: &[String]) -> Result<()> {
     if !BENCHED.contains(&krate.as_str()) {
         bail!("no benchmark for `{krate}`; known: {}", BENCHED.join(", "));
     }
-    let paths = crate::setup::run(&[])?;
+    // The benches need no pipeline packages (torch, FlashInfer: gigabytes).
+    let paths = crate::setup::run(&["--no-pipelines".into()])?;
     let bench_name = krate.replace('-', "_");
     // The jit-cache bench times the `jit-cache` binary too, so it belongs to the CLI's crate.
     let package = match krate.as_str() {

@@ -9,7 +9,8 @@ use std::process::Command;
 use std::time::Instant;
 
 pub fn run(_args: &[String]) -> Result<()> {
-    let nvcc = crate::setup::run(&[])?.nvcc;
+    // The demo needs no pipeline packages (torch, FlashInfer: gigabytes).
+    let nvcc = crate::setup::run(&["--no-pipelines".into()])?.nvcc;
     util::run_checked(util::cargo().args([
         "build",
         "--release",
