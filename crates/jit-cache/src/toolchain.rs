@@ -222,40 +222,14 @@ impl ToolkitDirs {
                 .find_map(|l| l.strip_prefix("#$ ")?.strip_prefix(name)?.strip_prefix('='))
         };
         let top = PathBuf::from(value("TOP")?.trim());
-        let words = |text: &str| -> Vec<String> {
-            let mut out = Vec::new();
-            let mut current = String::new();
-            let mut quoted = false;
-            let mut any = false;
-            for c in text.chars() {
-                match c {
-                    '"' => {
-                        quoted = !quoted;
-                        any = true;
-                    }
-                    c if c.is_whitespace() && !quoted => {
-                        if any {
-                            out.push(std::mem::take(&mut current));
-                            any = false;
-                        }
-                    }
-                    c => {
-                        current.push(c);
-                        any = true;
-                    }
-                }
-            }
-            if any {
-                out.push(current);
-            }
-            out
-        };
+        // nvcc quotes these lines as it reads an options file.
+        let words = |text: &str| nvcc::cmdline::split_options_file(text).ok();
         let mut include = Vec::new();
-        for word in words(value("INCLUDES").unwrap_or_default()) {
+        for word in words(value("INCLUDES").unwrap_or_default())? {
             include.push(PathBuf::from(word.strip_prefix("-I")?));
         }
         let mut system = Vec::new();
-        let listed = words(value("SYSTEM_INCLUDES").unwrap_or_default());
+        let listed = words(value("SYSTEM_INCLUDES").unwrap_or_default())?;
         let mut items = listed.iter();
         while let Some(word) = items.next() {
             if word != "-isystem" {
@@ -321,5 +295,26 @@ pub(crate) fn host_name() -> String {
         "localhost".to_string()
     } else {
         clean
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_toolkits_directories_are_read_from_nvccs_dryrun_lines() {
+        let dryrun = "#$ _HERE_=/tk/bin\n#$ TOP=/tk/bin/..\n\
+                      #$ INCLUDES=\"-I/tk/bin/../include\"  \n\
+                      #$ SYSTEM_INCLUDES=\"-isystem\" \"/tk/bin/../include/cccl\"  \n\
+                      #$ cicc ...\n";
+        let dirs = ToolkitDirs::parse(dryrun).expect("parses");
+        assert_eq!(dirs.top, PathBuf::from("/tk/bin/.."));
+        assert_eq!(dirs.include, vec![PathBuf::from("/tk/bin/../include")]);
+        assert_eq!(dirs.system, vec![PathBuf::from("/tk/bin/../include/cccl")]);
+        assert!(
+            ToolkitDirs::parse("#$ TOP=/tk\n#$ SYSTEM_INCLUDES=\"-I\" \"/x\"\n").is_none(),
+            "a form the cache does not know is no toolkit"
+        );
     }
 }

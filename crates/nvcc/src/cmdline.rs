@@ -428,7 +428,8 @@ fn split_list(value: &str) -> Result<Vec<String>, ()> {
 
 /// Splits an options file as nvcc does: whitespace separates arguments and double quotes group
 /// (and are removed). Single quotes and backslashes, which nvcc reads its own way, are refused.
-fn split_options_file(text: &str) -> Result<Vec<String>, &'static str> {
+/// nvcc's `-dryrun` lines (`#$ INCLUDES="-I..."`) are quoted the same way.
+pub fn split_options_file(text: &str) -> Result<Vec<String>, &'static str> {
     if text.contains(['\'', '\\']) {
         return Err("single quotes or backslashes, which nvcc reads its own way");
     }
