@@ -339,7 +339,7 @@ impl Cache {
                 }
                 // An input that moved may settle: compile once more.
                 Ok(Built::Unproven {
-                    why: crate::inputs::Unproven::Moved(_),
+                    why: crate::unproven::Unproven::Moved(_),
                     ..
                 }) if !fresh => fresh = true,
                 Ok(Built::Unproven {
@@ -360,7 +360,7 @@ impl Cache {
                             &prepared.search,
                         );
                     }
-                    let twice = if matches!(why, crate::inputs::Unproven::Moved(_)) {
+                    let twice = if matches!(why, crate::unproven::Unproven::Moved(_)) {
                         ", twice"
                     } else {
                         ""

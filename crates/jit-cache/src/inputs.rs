@@ -26,7 +26,9 @@ use crate::headers::{hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
 use crate::observed::Seen;
 use crate::scan::{scan_all, Directive};
 use crate::search::{join, parent_rel, Base, Canonical, ChainDir, SearchPath};
-use crate::stamp::Settling;
+pub(crate) use crate::stamp::Instant;
+use crate::stamp::{coarse_now, Settling};
+use crate::unproven::Unproven;
 use fingerprint::StatCache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -35,16 +37,6 @@ use std::path::{Component, Path, PathBuf};
 
 /// The most files a walk without a dependency file visits (failure records only).
 const MAX_WALK_FILES: usize = 10_000;
-
-/// A point on the kernel's coarse realtime clock, the one file timestamps are taken from.
-pub(crate) type Instant = (i64, i64);
-
-/// Now, on the clock file timestamps use: a file changed after this call has a ctime at or after
-/// the value returned (it may share the tick of a change made just before).
-pub(crate) fn coarse_now() -> Instant {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-    (ts.tv_sec, ts.tv_nsec)
-}
 
 /// A reading of the fine realtime clock taken when a build is asked for, before anything of it is
 /// read: every file written before the request has a ctime at or before it. Not the coarse
@@ -90,98 +82,6 @@ pub(crate) fn changed_since(path: &Path, since: Instant) -> bool {
         }
         Err(_) => true,
     }
-}
-
-/// Why the cache cannot vouch for what a compile depended on: its answer is the compiler's own,
-/// but nothing is published under records that may not describe it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Unproven {
-    /// A file the compile read changed (or vanished) while it ran.
-    Moved(PathBuf),
-    /// The compile read a file that no include directive's resolution reaches (`#include
-    /// MACRO`, or the model disagrees with the compiler), and no trace says where the compiler
-    /// looked first.
-    Unaccounted(PathBuf),
-    /// The trace of the compile is not whole (a lookup it could not record, a process that
-    /// outlived it).
-    TraceIncomplete,
-    /// The dependency file names a file the trace did not see read: the trace missed something.
-    TraceMissed(PathBuf),
-    /// The compile changed something outside its own directories (a write, a rename, a new
-    /// directory): a cached answer would not do it.
-    SideEffect(PathBuf),
-    /// A file the compile read uses `__DATE__`, `__TIME__` or `__TIMESTAMP__` (and
-    /// `SOURCE_DATE_EPOCH` is unset): the output depends on when it was compiled.
-    TimeMacro(PathBuf),
-    /// An untraced compile read a file that looks a file up by a name only the preprocessor
-    /// knows (`#include MACRO`, `__has_include(MACRO)`): where it looked is unknown.
-    Computed(PathBuf),
-}
-
-impl Unproven {
-    /// The reason's stable name, as `stats` counts it.
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Unproven::Moved(_) => "input-moved",
-            Unproven::Unaccounted(_) => "unaccounted-read",
-            Unproven::TraceIncomplete => "trace-incomplete",
-            Unproven::TraceMissed(_) => "trace-missed-a-read",
-            Unproven::SideEffect(_) => "side-effect",
-            Unproven::TimeMacro(_) => "time-macro",
-            Unproven::Computed(_) => "computed-lookup",
-        }
-    }
-}
-
-impl std::fmt::Display for Unproven {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unproven::Moved(path) => write!(f, "{} changed while it compiled", path.display()),
-            Unproven::Unaccounted(path) => write!(
-                f,
-                "the compiler read {}, which no include directive's resolution reaches",
-                path.display()
-            ),
-            Unproven::TraceIncomplete => write!(f, "the trace of the compile is not whole"),
-            Unproven::TraceMissed(path) => write!(
-                f,
-                "the trace did not see {} read, which the dependency file names",
-                path.display()
-            ),
-            Unproven::SideEffect(path) => {
-                write!(
-                    f,
-                    "the compile changed {}, which a hit would not",
-                    path.display()
-                )
-            }
-            Unproven::Computed(path) => write!(
-                f,
-                "{} looks a file up by a name only the preprocessor knows, and the compile ran \
-                 untraced",
-                path.display()
-            ),
-            Unproven::TimeMacro(path) => write!(
-                f,
-                "{} uses __DATE__, __TIME__ or __TIMESTAMP__ (set SOURCE_DATE_EPOCH to cache it)",
-                path.display()
-            ),
-        }
-    }
-}
-
-/// What a compile depended on, and whether something moved while it ran.
-#[derive(Debug)]
-pub(crate) struct Recorded {
-    pub(crate) inputs: Inputs,
-    /// A file or directory that changed during the compile: the records may not describe what
-    /// the compiler read.
-    pub(crate) moved: Option<PathBuf>,
-    /// Files the compile read that no directive's resolution reaches: the cross-check failed,
-    /// and nothing may be published under these records.
-    pub(crate) unaccounted: Vec<PathBuf>,
-    /// Why nothing may be published under these records otherwise.
-    pub(crate) unproven: Option<Unproven>,
 }
 
 /// One file whose directives are resolved.
@@ -280,9 +180,11 @@ pub(crate) enum SourceRef<'a> {
     Text(&'a [u8]),
 }
 
-/// Records the inputs of a compile of `source` that read `read` (from the dependency file). With
-/// `read` None (the compile failed before writing one), the walk follows the first existing
-/// candidate of every directive through project files: the record of a failure.
+/// Records the inputs of a compile of `source` that read `read` (from the dependency file) and,
+/// when it was traced, did what `seen` says. With `read` None (the compile failed before writing
+/// one), the walk follows the first existing candidate of every directive through project
+/// files: the record of a failure. `Err(why)`: the records could not describe the compile, and
+/// nothing may be published (or replayed) under them.
 pub(crate) fn record(
     search: &SearchPath,
     source: SourceRef<'_>,
@@ -290,7 +192,10 @@ pub(crate) fn record(
     seen: Option<&Seen>,
     stat: &mut StatCache,
     since: Option<Instant>,
-) -> Result<Recorded> {
+) -> Result<std::result::Result<Inputs, Unproven>> {
+    if let Some(why) = seen.and_then(|seen| seen.unproven.clone()) {
+        return Ok(Err(why));
+    }
     // Read before any file is looked up, hashed or stamped: a write after it can never leave a
     // file or directory with a stamp judged settled (`stamp.rs`).
     let settling = Settling::start();
@@ -316,12 +221,7 @@ pub(crate) fn record(
     for path in read.unwrap_or(&[]) {
         let Some(id) = identity(path) else {
             // Read by the compile and gone now: it moved.
-            return Ok(Recorded {
-                inputs: Inputs::default(),
-                moved: Some(path.clone()),
-                unaccounted: Vec::new(),
-                unproven: None,
-            });
+            return Ok(Err(Unproven::Moved(path.clone())));
         };
         if Some(id) == source_id {
             continue;
@@ -329,12 +229,7 @@ pub(crate) fn record(
         // The trace must have seen every file the dependency file names read: else it missed
         // something, and cannot vouch for the rest.
         if seen.is_some_and(|seen| !seen.saw_read(id)) {
-            return Ok(Recorded {
-                inputs: Inputs::default(),
-                moved: None,
-                unaccounted: Vec::new(),
-                unproven: Some(Unproven::TraceMissed(path.clone())),
-            });
+            return Ok(Err(Unproven::TraceMissed(path.clone())));
         }
         walk.add_file(path, id);
     }
@@ -397,30 +292,26 @@ pub(crate) fn record(
     // model unable to say where the compiler looked first.
     let unaccounted = match (seen, &walk.read) {
         (None, Some(_)) => walk.unaccounted(),
-        _ => Vec::new(),
+        _ => None,
     };
     if let Some(seen) = seen {
         walk.add_observed(seen, source_id);
     }
-    let time_macro = walk.time_macro.clone();
     // Untraced, a lookup by an unspelled name leaves the model unable to say where the compiler
     // looked (a trace records every lookup).
     let computed = walk.computed.clone().filter(|_| seen.is_none());
+    let time_macro = walk
+        .time_macro
+        .clone()
+        .filter(|_| std::env::var_os("SOURCE_DATE_EPOCH").is_none());
     let appeared = walk.appeared.clone();
-    let mut recorded = walk.finish(stat, since, settling)?;
-    recorded.unaccounted = unaccounted;
-    if recorded.moved.is_none() {
-        recorded.moved = appeared;
-    }
-    if let Some(path) = computed {
-        recorded.unproven = Some(Unproven::Computed(path));
-    }
-    if let Some(path) = time_macro {
-        if std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
-            recorded.unproven = Some(Unproven::TimeMacro(path));
-        }
-    }
-    Ok(recorded)
+    let (inputs, moved) = walk.finish(stat, since, settling)?;
+    // A moved input first: the one reason a second compile may settle.
+    let why = (moved.or(appeared).map(Unproven::Moved))
+        .or(time_macro.map(Unproven::TimeMacro))
+        .or(computed.map(Unproven::Computed))
+        .or(unaccounted.map(Unproven::Unaccounted));
+    Ok(why.map_or(Ok(inputs), Err))
 }
 
 impl Walk<'_> {
@@ -616,14 +507,13 @@ impl Walk<'_> {
         }
     }
 
-    /// Files read that no directive's resolution reaches (a macro names them: `#include MACRO`,
+    /// The first file read that no directive's resolution reaches (a macro names them: `#include MACRO`,
     /// or the model and the compiler disagree): the model cannot say where the compiler looked
     /// first, so it cannot vouch for the compile.
-    fn unaccounted(&self) -> Vec<PathBuf> {
+    fn unaccounted(&self) -> Option<PathBuf> {
         (0..self.files.len())
-            .filter(|i| !self.reached.contains(i))
+            .find(|i| !self.reached.contains(i))
             .map(|i| self.files[i].spelled.clone())
-            .collect()
     }
 
     fn finish(
@@ -631,7 +521,7 @@ impl Walk<'_> {
         stat: &mut StatCache,
         since: Option<Instant>,
         mut settling: Settling,
-    ) -> Result<Recorded> {
+    ) -> Result<(Inputs, Option<PathBuf>)> {
         let changed_since = |path: &Path| since.is_some_and(|since| changed_since(path, since));
         let mut moved = None;
         let mut headers = Vec::new();
@@ -686,12 +576,7 @@ impl Walk<'_> {
                 names,
             });
         }
-        Ok(Recorded {
-            inputs: Inputs { headers, absent },
-            moved,
-            unaccounted: Vec::new(),
-            unproven: None,
-        })
+        Ok((Inputs { headers, absent }, moved))
     }
 
     /// The nearest directory on `rel`'s path (under `base`) that exists, and the rest of `rel`

@@ -112,6 +112,7 @@ mod spec;
 mod stamp;
 mod sync;
 mod toolchain;
+mod unproven;
 
 pub use batch::Progress;
 pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome};

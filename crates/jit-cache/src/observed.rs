@@ -11,7 +11,7 @@
 //! inputs: the compile's private directories (its staging directory, its text source's copy, its
 //! `TMPDIR`), and `/proc`, `/sys` and `/dev` (devices, the process's own state, CPU counts).
 
-use crate::inputs::Unproven;
+use crate::unproven::Unproven;
 use file_trace::{Found, Op, Trace};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

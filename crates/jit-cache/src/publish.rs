@@ -19,12 +19,13 @@ use crate::error::{CompileFailed, Error, FailureCause, Result};
 use crate::evict::{move_to_trash, prune_variants};
 use crate::headers::Inputs;
 use crate::hooks;
-use crate::inputs::{record, Instant, Unproven};
+use crate::inputs::{record, Instant};
 use crate::key::{self, Prepared};
 use crate::layout::Layout;
 use crate::records::{write_record, FailureRecord, SlotRecord};
 use crate::request::Request;
 use crate::toolchain::Toolchain;
+use crate::unproven::Unproven;
 use durable_fs::PublishOutcome;
 use fingerprint::Digest;
 use std::sync::Arc;
@@ -381,14 +382,7 @@ fn inputs_of(
             return Ok(Err(Unproven::Moved(source.clone())));
         }
     }
-    if let Some(why) = compiled
-        .seen
-        .as_ref()
-        .and_then(|seen| seen.unproven.clone())
-    {
-        return Ok(Err(why));
-    }
-    let recorded = cache.with_stat_cache(|stat| {
+    cache.with_stat_cache(|stat| {
         record(
             &prepared.search,
             request.source_ref(),
@@ -397,17 +391,7 @@ fn inputs_of(
             stat,
             Some(compiled.started),
         )
-    })?;
-    if let Some(path) = recorded.moved {
-        return Ok(Err(Unproven::Moved(path)));
-    }
-    if let Some(why) = recorded.unproven {
-        return Ok(Err(why));
-    }
-    if let Some(path) = recorded.unaccounted.into_iter().next() {
-        return Ok(Err(Unproven::Unaccounted(path)));
-    }
-    Ok(Ok(recorded.inputs))
+    })
 }
 
 /// Opens the entry just published and answers with it. When it is not visible (the winner's
@@ -475,9 +459,6 @@ fn record_failure(
     if failure.cause != FailureCause::Source {
         return;
     }
-    if seen.as_ref().is_some_and(|seen| seen.unproven.is_some()) {
-        return;
-    }
     if started.is_some_and(|started| source_moved(prepared, started)) {
         return;
     }
@@ -491,14 +472,11 @@ fn record_failure(
             started,
         )
     });
-    let Ok(recorded) = recorded else { return };
     // A failure is replayed only on records that account for every lookup.
-    if recorded.moved.is_some() || recorded.unproven.is_some() {
-        return;
-    }
+    let Ok(Ok(inputs)) = recorded else { return };
     let record = FailureRecord {
         key: prepared.key,
-        inputs: recorded.inputs,
+        inputs,
         failure: failure.clone(),
     };
     let _ = write_record(&layout.failure_file(&prepared.key), &record);

@@ -22,7 +22,16 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::fstype::FsType;
-use crate::inputs::{coarse_now, Instant};
+
+/// A point on the kernel's coarse realtime clock, the one file timestamps are taken from.
+pub(crate) type Instant = (i64, i64);
+
+/// Now, on the clock file timestamps use: a file changed after this call has a ctime at or after
+/// the value returned (it may share the tick of a change made just before).
+pub(crate) fn coarse_now() -> Instant {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    (ts.tv_sec, ts.tv_nsec)
+}
 
 /// A file's identity for revalidation: device, inode, size, mtime and ctime in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
