@@ -162,13 +162,16 @@ pub(crate) fn digest(trace: &Trace, private: &[PathBuf]) -> Seen {
                 path_only,
                 ..
             } => Some(!directory && !path_only),
-            Op::Exec => Some(true),
-            Op::Stat { .. } | Op::Access { .. } => Some(false),
+            // A file only tested for (`stat`, `access`) may decide the output by being there:
+            // it is recorded by content as a read is (nvcc's own compiles test almost none).
+            Op::Exec | Op::Stat { .. } | Op::Access { .. } => Some(true),
             _ => None,
         };
         let Some(reads) = lookup else { continue };
         match event.found {
-            Found::Missing => {
+            // Not found by the compile, whether missing or refused (`EACCES`, `ELOOP`): an
+            // absence, which holds while a lookup still finds nothing.
+            Found::Missing | Found::Error(_) => {
                 absent.insert(path);
             }
             // Only a regular file is an input: a device (`/dev/urandom`) is not one.
@@ -199,6 +202,16 @@ mod tests {
             mtime: t,
             ctime: t,
             mode: 0o100644,
+        }
+    }
+
+    fn dir(ino: u64) -> Found {
+        let t = Timestamp { secs: 0, nanos: 0 };
+        Found::Dir {
+            dev: 1,
+            ino,
+            mtime: t,
+            ctime: t,
         }
     }
 
@@ -264,7 +277,13 @@ mod tests {
                     "/p/wrapper-log/gate",
                     Found::Missing,
                 ),
-                event(Op::Stat { nofollow: false }, "/p/inc", file(5)),
+                event(Op::Stat { nofollow: false }, "/p/inc", dir(5)),
+                event(Op::Access { nofollow: false }, "/p/flag", file(7)),
+                event(
+                    Op::Stat { nofollow: false },
+                    "/p/locked/x.h",
+                    Found::Error(file_trace::Errno(libc::EACCES)),
+                ),
             ]),
             &private,
         );
@@ -276,13 +295,19 @@ mod tests {
             seen.read,
             vec![
                 ("/p/inc/x.h".into(), (1, 2)),
-                ("/usr/bin/gcc".into(), (1, 3))
+                ("/usr/bin/gcc".into(), (1, 3)),
+                ("/p/flag".into(), (1, 7)),
             ],
-            "a stat of a file is no read, a device no input"
+            "a file tested for is recorded as a read is; a directory or a device is no input"
         );
         assert_eq!(
             seen.absent,
-            vec![PathBuf::from("/p/src/x.h"), PathBuf::from("/root/bin/gcc")]
+            vec![
+                PathBuf::from("/p/locked/x.h"),
+                PathBuf::from("/p/src/x.h"),
+                PathBuf::from("/root/bin/gcc")
+            ],
+            "missing or refused, not found"
         );
     }
 
