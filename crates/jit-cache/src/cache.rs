@@ -213,6 +213,19 @@ impl Cache {
         &self.root
     }
 
+    /// The keyed store on this root ([`crate::store`]): its entries live beside the kernels,
+    /// under the same protocol, and this handle's `gc`, `verify`, `entries` and `stats` cover
+    /// them too.
+    pub fn store(&self) -> Result<crate::store::Store> {
+        match &self.layout {
+            Ok(layout) => Ok(crate::store::Store::on(layout.clone())),
+            Err(why) => Err(Error::UnsafeRoot {
+                path: self.root.clone(),
+                reason: why.clone(),
+            }),
+        }
+    }
+
     pub(crate) fn toolchain(&self) -> Result<Arc<Toolchain>> {
         let probed = self.toolchain.get_or_init(|| {
             let nvcc = match &self.options.nvcc {

@@ -60,6 +60,37 @@ pub enum Error {
     /// The same error, received by a thread that waited for another thread's build.
     #[error("{0}")]
     Shared(Arc<Error>),
+    /// A stored entry's namespace, key or file name breaks the store's rules.
+    #[error("invalid stored entry {what}: {reason}")]
+    InvalidStoreKey {
+        /// What was given (`namespace "x"`, `key "y"`, `file "z"`).
+        what: String,
+        /// The rule it breaks.
+        reason: &'static str,
+    },
+    /// Another thread, process or host was producing the stored entry for longer than the
+    /// caller said to wait.
+    #[error("stored entry {namespace}/{key}: still being produced elsewhere after {waited:?} (lock {lock})")]
+    Busy {
+        /// The entry's namespace.
+        namespace: String,
+        /// The caller's key.
+        key: String,
+        /// The key's lock file.
+        lock: PathBuf,
+        /// How long this call waited.
+        waited: std::time::Duration,
+    },
+    /// The caller's producer of a stored entry failed; nothing was published.
+    #[error("produce stored entry {namespace}/{key}: {source}")]
+    Produce {
+        /// The entry's namespace.
+        namespace: String,
+        /// The caller's key.
+        key: String,
+        /// The producer's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl Error {

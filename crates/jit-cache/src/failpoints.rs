@@ -129,11 +129,11 @@ impl KeyLock {
     /// Takes the key's lock (unless `skip-lock`), then logs the acquire.
     /// `shown` is the lock file's path as logged: the same in every process (the path used to
     /// lock may go through this process's descriptor of the locks directory).
-    pub(crate) fn acquire(path: &Path, shown: &Path, key: &Digest) -> Result<KeyLock> {
+    pub(crate) fn acquire(path: &Path, shown: &Path, key: &Digest, wait: Wait) -> Result<KeyLock> {
         let guard = if bug("skip-lock") {
             None
         } else {
-            let guard = durable_fs::lock(path, LockMode::Exclusive, Wait::Forever)?;
+            let guard = durable_fs::lock(path, LockMode::Exclusive, wait)?;
             Some(guard)
         };
         let key = key.to_hex();

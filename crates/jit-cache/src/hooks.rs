@@ -20,16 +20,29 @@ pub(crate) type KeyGuard = crate::failpoints::KeyLock;
 
 /// Waits for the key's lock.
 pub(crate) fn lock_key(layout: &Layout, key: &Digest) -> Result<KeyGuard> {
+    lock_key_waiting(layout, key, durable_fs::Wait::Forever)
+}
+
+/// Waits for the key's lock at most `wait` (then a `TimedOut` error).
+pub(crate) fn lock_key_within(
+    layout: &Layout,
+    key: &Digest,
+    wait: std::time::Duration,
+) -> Result<KeyGuard> {
+    lock_key_waiting(layout, key, durable_fs::Wait::Timeout(wait))
+}
+
+fn lock_key_waiting(layout: &Layout, key: &Digest, wait: durable_fs::Wait) -> Result<KeyGuard> {
     #[cfg(feature = "failpoints")]
     {
         let path = layout.lock_file(key);
         let shown = layout
             .dir("locks")
             .join(path.file_name().unwrap_or_default());
-        crate::failpoints::KeyLock::acquire(&path, &shown, key)
+        crate::failpoints::KeyLock::acquire(&path, &shown, key, wait)
     }
     #[cfg(not(feature = "failpoints"))]
-    layout.lock_key(key, durable_fs::Wait::Forever)
+    layout.lock_key(key, wait)
 }
 
 /// A named point in the protocol.

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::evict::{evict_unless_pinned, evict_unpinned, remove_unpinned, DirIdentity, Evicted};
 use crate::fstype::Protocol;
 use crate::layout::{open_dir_nofollow, Layout, Subdir};
+use crate::store::{is_stored_meta, StoredMeta};
 use durable_fs::Wait;
 use fingerprint::Digest;
 use rustix::fd::{AsFd, OwnedFd};
@@ -272,7 +273,7 @@ impl Cache {
             if DirIdentity::of_path(&dir) != seen {
                 continue;
             }
-            let Some(why) = problem(&dir, entry::read_meta(&dir)) else {
+            let Some(why) = problem(&dir, read_described(&dir)) else {
                 continue;
             };
             match evict_unless_pinned(layout, &dir, seen)? {
@@ -330,7 +331,7 @@ impl Cache {
 
 /// Why an entry is unusable, or None when it is whole (or vanished: moved aside by a concurrent
 /// gc or builder since the listing, which is not corruption).
-fn problem(dir: &Path, meta: Result<Meta>) -> Option<String> {
+fn problem(dir: &Path, meta: Result<Described>) -> Option<String> {
     match meta {
         Err(Error::Io { ref source, .. })
             if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
@@ -338,7 +339,20 @@ fn problem(dir: &Path, meta: Result<Meta>) -> Option<String> {
             None
         }
         Err(e) => Some(format!("meta.json unusable: {e}")),
-        Ok(meta) => {
+        Ok(Described::Stored(meta)) => {
+            let named = dir
+                .parent()
+                .and_then(|k| k.file_name())
+                .and_then(|k| k.to_str());
+            if named != Some(meta.digest.to_hex().as_str()) {
+                return Some("meta.json describes another entry".to_string());
+            }
+            match crate::store::verify_dir(dir) {
+                Ok(_) | Err(entry::Unusable::Absent) => None,
+                Err(entry::Unusable::Corrupt(why)) => Some(why),
+            }
+        }
+        Ok(Described::Kernel(meta)) => {
             let kind = nvcc::OutputKind::from_name(&meta.kind);
             let variant = crate::layout::variant_dir_name(&meta.variant);
             let checked = kind
@@ -410,30 +424,62 @@ fn key_dirs(layout: &Layout) -> Vec<PathBuf> {
     dirs
 }
 
+/// What an entry's `meta.json` describes: a compiled kernel or a stored entry.
+enum Described {
+    Kernel(Meta),
+    Stored(StoredMeta),
+}
+
+/// Reads the `meta.json` at `dir` as the kind of entry it says it is.
+fn read_described(dir: &Path) -> Result<Described> {
+    let json = entry::read_meta_json(dir)?;
+    if is_stored_meta(&json) {
+        entry::parse_meta(dir, &json).map(Described::Stored)
+    } else {
+        entry::parse_meta(dir, &json).map(Described::Kernel)
+    }
+}
+
 /// Every variant directory under `entries/`, with its meta (or why it is unreadable). Nothing is
 /// followed: a symlink planted among the entries is listed (and reported) but never entered.
-fn walk_entries(layout: &Layout) -> Vec<(PathBuf, Result<Meta>)> {
+fn walk_entries(layout: &Layout) -> Vec<(PathBuf, Result<Described>)> {
     let mut out = Vec::new();
     for key_dir in key_dirs(layout) {
         for variant in entry::list_variants(&key_dir) {
             let dir = key_dir.join(variant);
-            let meta = entry::read_meta(&dir);
+            let meta = read_described(&dir);
             out.push((dir, meta));
         }
     }
     out
 }
 
-fn info(dir: &Path, meta: Meta) -> Option<EntryInfo> {
-    let artifact = dir.join(&meta.artifact_file);
-    let stat = std::fs::symlink_metadata(&artifact).ok()?;
-    Some(EntryInfo {
-        name: meta.name,
-        kind: meta.kind,
-        key: meta.key.to_hex(),
-        path: dir.to_path_buf(),
-        bytes: stat.len(),
-        created_unix_ms: meta.created_unix_ms,
-        last_use_unix: stat.atime(),
-    })
+fn info(dir: &Path, meta: Described) -> Option<EntryInfo> {
+    match meta {
+        Described::Kernel(meta) => {
+            let stat = std::fs::symlink_metadata(dir.join(&meta.artifact_file)).ok()?;
+            Some(EntryInfo {
+                name: meta.name,
+                kind: meta.kind,
+                key: meta.key.to_hex(),
+                path: dir.to_path_buf(),
+                bytes: stat.len(),
+                created_unix_ms: meta.created_unix_ms,
+                last_use_unix: stat.atime(),
+            })
+        }
+        // A stored entry's last-use stamp is its `meta.json`'s access time.
+        Described::Stored(meta) => {
+            let stat = std::fs::symlink_metadata(dir.join(entry::META_FILE)).ok()?;
+            Some(EntryInfo {
+                name: format!("{}/{}", meta.namespace, meta.key),
+                kind: "stored".to_string(),
+                key: meta.digest.to_hex(),
+                path: dir.to_path_buf(),
+                bytes: meta.bytes(),
+                created_unix_ms: meta.created_unix_ms,
+                last_use_unix: stat.atime(),
+            })
+        }
+    }
 }

@@ -483,7 +483,7 @@ fn record_failure(
 }
 
 /// Appends one line to the event log (builds only; hits are never written).
-fn log_event(layout: &Layout, what: &str, name: &str, ms: u64) {
+pub(crate) fn log_event(layout: &Layout, what: &str, name: &str, ms: u64) {
     use std::io::Write;
     if let Ok(mut file) = layout.open_append(crate::layout::Subdir::State, "events.log") {
         let _ = writeln!(file, "{} {what} {name} {ms}", now_ms());

@@ -13,5 +13,6 @@ mod full_disk;
 mod include_model;
 mod include_props;
 mod races_and_causes;
+mod store;
 mod team_root;
 mod verify_recheck;

@@ -1,0 +1,126 @@
+//! Pinning an entry directory: how every reader, of kernels and of stored entries alike, opens
+//! an entry so that eviction leaves it alone and a replacement can never mix two entries.
+//!
+//! A reader opens the directory once (`O_DIRECTORY | O_NOFOLLOW`), takes a shared `flock` on it
+//! (the pin that eviction respects), checks that the path still names that directory, and reads
+//! everything relative to the descriptor. Under the shared protocol the last-use stamp, which
+//! other hosts see, is refreshed before the path check (`liveness.rs`).
+
+use rustix::fd::OwnedFd;
+use rustix::fs::{FlockOperation, Mode, OFlags};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// Why an existing entry cannot be used.
+#[derive(Debug)]
+pub(crate) enum Unusable {
+    /// Nothing there (or it vanished, or it was replaced while opening): a plain miss.
+    Absent,
+    /// Something is there but wrong: it must be moved aside and rebuilt, with this reason.
+    Corrupt(String),
+}
+
+/// Opens an entry directory without following symlinks and takes a shared `flock` on it (the
+/// pin on this host). The caller then checks that the path still names it ([`still_names`]).
+pub(crate) fn lock_dir(dir: &Path) -> std::result::Result<OwnedFd, Unusable> {
+    use crate::evict::{open_dir_locked, DirLockError};
+    use rustix::io::Errno;
+    let fd = match open_dir_locked(rustix::fs::CWD, dir, FlockOperation::LockShared) {
+        Ok(fd) => fd,
+        Err(DirLockError::Open(Errno::NOENT | Errno::STALE)) => return Err(Unusable::Absent),
+        Err(DirLockError::Open(Errno::LOOP | Errno::NOTDIR)) => {
+            return Err(Unusable::Corrupt(format!(
+                "{} is not a directory (a symlink or file was planted)",
+                dir.display()
+            )))
+        }
+        Err(DirLockError::Open(e)) => {
+            return Err(Unusable::Corrupt(format!("open {}: {e}", dir.display())))
+        }
+        Err(DirLockError::Busy | DirLockError::Lock(_)) => return Err(Unusable::Absent),
+    };
+    Ok(fd)
+}
+
+/// Whether `dir` still names the directory held open as `fd` (eviction renames entries aside).
+pub(crate) fn still_names(fd: &OwnedFd, dir: &Path) -> bool {
+    match (rustix::fs::fstat(fd), std::fs::symlink_metadata(dir)) {
+        (Ok(held), Ok(now)) => held.st_ino == now.ino() && held.st_dev == now.dev(),
+        _ => false,
+    }
+}
+
+/// A name that stays inside the entry directory (meta.json is read before it is checked).
+pub(crate) fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('.') && !name.contains('/')
+}
+
+/// How often an entry's last-use stamp is refreshed at most: a hit writes nothing more often.
+pub(crate) const LAST_USE_INTERVAL_SECS: i64 = 3600;
+
+/// Refreshes the artifact's access time (the last-use stamp eviction orders by) when it is older
+/// than [`LAST_USE_INTERVAL_SECS`]. Best effort: a read-only cache still serves hits.
+pub(crate) fn touch_last_use(dir: &OwnedFd, artifact: &str) {
+    let Ok(stat) = rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let age = now - stat.st_atime;
+    if age < crate::liveness::pin_refresh_secs() {
+        return;
+    }
+    // Under the shared protocol the stamp is also the pin other hosts can see (`liveness.rs`):
+    // it is refreshed every minute there. The device lookup happens only for stamps older than
+    // that, so a hit of a fresh entry costs nothing more.
+    if age < LAST_USE_INTERVAL_SECS && !crate::fstype::is_shared_device(stat.st_dev) {
+        return;
+    }
+    let stamps = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: now,
+            tv_nsec: 0,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+    };
+    let _ = rustix::fs::utimensat(
+        dir,
+        artifact,
+        &stamps,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    );
+}
+
+/// Reads a whole file relative to a directory descriptor, never following a symlink.
+pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Lists the variant directories under a key directory (names only; nothing is followed).
+pub(crate) fn list_variants(key_dir: &Path) -> Vec<String> {
+    let Ok(read) = std::fs::read_dir(key_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = read
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect();
+    names.sort();
+    names
+}

@@ -1,0 +1,238 @@
+//! A stored entry on disk: its `meta.json` (every file's name, size and digest) and how a
+//! reader opens, pins and checks it.
+
+use super::{Address, Namespace};
+use crate::error::{Error, Result};
+use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use, Unusable};
+use fingerprint::Digest;
+use rustix::fd::OwnedFd;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The name of an entry's metadata file (the same for kernels), written last.
+pub(crate) const META_FILE: &str = "meta.json";
+
+/// The stored entries' format, checked at every open.
+pub(crate) const STORE_FORMAT: u32 = 1;
+
+/// The `kind` a stored entry's `meta.json` carries; a kernel's names its output kind.
+const STORED_KIND: &str = "stored";
+
+/// One file of a stored entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredFile {
+    pub(crate) name: String,
+    pub(crate) size: u64,
+    pub(crate) digest: Digest,
+}
+
+/// A stored entry's metadata. Its presence, whole and matching, is what makes the entry valid.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StoredMeta {
+    pub(crate) format: u32,
+    pub(crate) kind: String,
+    pub(crate) namespace: String,
+    pub(crate) key: String,
+    /// The key directory's digest (the namespace and key).
+    pub(crate) digest: Digest,
+    /// Every file of the entry but `meta.json`, sorted by name.
+    pub(crate) files: Vec<StoredFile>,
+    pub(crate) created_unix_ms: u64,
+    pub(crate) host: String,
+}
+
+impl StoredMeta {
+    pub(crate) fn new(address: &Address, files: Vec<StoredFile>) -> StoredMeta {
+        StoredMeta {
+            format: STORE_FORMAT,
+            kind: STORED_KIND.to_string(),
+            namespace: address.namespace.as_str().to_string(),
+            key: address.key.clone(),
+            digest: address.digest,
+            files,
+            created_unix_ms: crate::publish::now_ms(),
+            host: crate::toolchain::host_name(),
+        }
+    }
+
+    /// The bytes of every file.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+/// Whether a `meta.json`'s text describes a stored entry (maintenance reads both kinds).
+pub(crate) fn is_stored_meta(json: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Kind<'_>>(json).is_ok_and(|k| k.kind.as_deref() == Some(STORED_KIND))
+}
+
+/// A published stored entry, pinned while any clone of it lives: its files' paths stay valid
+/// (eviction, `gc` and `verify` skip a pinned entry, on this host and, under the shared protocol,
+/// on others through its last-use stamp).
+#[derive(Debug, Clone)]
+pub struct StoredEntry {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    namespace: Namespace,
+    key: String,
+    files: Vec<StoredFile>,
+    _pin: OwnedFd,
+}
+
+impl StoredEntry {
+    /// The entry's directory (its files and `meta.json`).
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The entry's namespace.
+    pub fn namespace(&self) -> &Namespace {
+        &self.inner.namespace
+    }
+
+    /// The caller's key.
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// The names of the entry's files, sorted.
+    pub fn files(&self) -> impl Iterator<Item = &str> {
+        self.inner.files.iter().map(|f| f.name.as_str())
+    }
+
+    /// The path of the file `name`, valid while this value lives; `None` when the entry has
+    /// no such file.
+    pub fn path(&self, name: &str) -> Option<PathBuf> {
+        self.file(name).map(|f| self.inner.dir.join(&f.name))
+    }
+
+    /// The size of the file `name`.
+    pub fn size(&self, name: &str) -> Option<u64> {
+        self.file(name).map(|f| f.size)
+    }
+
+    /// Reads the file `name`, checked against its recorded size and digest again.
+    pub fn read(&self, name: &str) -> Result<Vec<u8>> {
+        let path = self.inner.dir.join(name);
+        let Some(file) = self.file(name) else {
+            return Err(Error::io(
+                "read stored file",
+                path,
+                std::io::ErrorKind::NotFound.into(),
+            ));
+        };
+        let bytes = read_at(&self.inner._pin, &file.name)
+            .map_err(|e| Error::io("read stored file", &path, e))?;
+        check_file(file, &bytes).map_err(|why| {
+            Error::io(
+                "read stored file",
+                &path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+            )
+        })?;
+        Ok(bytes)
+    }
+
+    fn file(&self, name: &str) -> Option<&StoredFile> {
+        self.inner.files.iter().find(|f| f.name == name)
+    }
+}
+
+fn check_file(file: &StoredFile, bytes: &[u8]) -> std::result::Result<(), String> {
+    if bytes.len() as u64 != file.size {
+        return Err(format!(
+            "`{}` is {} bytes, {META_FILE} says {}",
+            file.name,
+            bytes.len(),
+            file.size
+        ));
+    }
+    if Digest::of_bytes(bytes) != file.digest {
+        return Err(format!(
+            "`{}`'s content does not match its digest",
+            file.name
+        ));
+    }
+    Ok(())
+}
+
+/// Opens the stored entry at `address`, pins it, and checks `meta.json` and every file's size
+/// and digest: a reader sees the entry whole or not at all.
+pub(crate) fn open(address: &Address) -> std::result::Result<StoredEntry, Unusable> {
+    let (fd, meta) = open_checked(&address.dir, Some(&address.digest))?;
+    if meta.key != address.key || meta.namespace != address.namespace.as_str() {
+        return Err(Unusable::Corrupt(format!(
+            "{META_FILE} describes another entry"
+        )));
+    }
+    Ok(StoredEntry {
+        inner: Arc::new(Inner {
+            dir: address.dir.clone(),
+            namespace: address.namespace.clone(),
+            key: meta.key,
+            files: meta.files,
+            _pin: fd,
+        }),
+    })
+}
+
+/// Checks the stored entry at `dir` whole (maintenance: `verify`). `Ok` when whole.
+pub(crate) fn verify_dir(dir: &Path) -> std::result::Result<StoredMeta, Unusable> {
+    open_checked(dir, None).map(|(_, meta)| meta)
+}
+
+fn open_checked(
+    dir: &Path,
+    digest: Option<&Digest>,
+) -> std::result::Result<(OwnedFd, StoredMeta), Unusable> {
+    let fd = lock_dir(dir)?;
+    let meta = match read_at(&fd, META_FILE) {
+        Ok(bytes) => serde_json::from_slice::<StoredMeta>(&bytes)
+            .map_err(|e| Unusable::Corrupt(format!("{META_FILE} is corrupt or foreign: {e}"))),
+        Err(e) if e.raw_os_error() == Some(libc::ESTALE) => Err(Unusable::Absent),
+        Err(e) => Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
+    };
+    // The last-use stamp (on `meta.json`) is refreshed before the path check under the shared
+    // protocol, as for kernels (`entry.rs`): another host's eviction looks at it twice.
+    let shared = crate::fstype::any_shared_device();
+    if shared && meta.is_ok() {
+        touch_last_use(&fd, META_FILE);
+    }
+    if !still_names(&fd, dir) {
+        return Err(Unusable::Absent);
+    }
+    let meta = meta?;
+    if meta.format != STORE_FORMAT
+        || meta.kind != STORED_KIND
+        || digest.is_some_and(|d| *d != meta.digest)
+    {
+        return Err(Unusable::Corrupt(format!(
+            "{META_FILE} describes another entry"
+        )));
+    }
+    for file in &meta.files {
+        if !is_plain_name(&file.name) || file.name == META_FILE {
+            return Err(Unusable::Corrupt(format!(
+                "{META_FILE} names file {:?}",
+                file.name
+            )));
+        }
+        let bytes = read_at(&fd, &file.name)
+            .map_err(|e| Unusable::Corrupt(format!("`{}` unreadable: {e}", file.name)))?;
+        check_file(file, &bytes).map_err(Unusable::Corrupt)?;
+    }
+    if !shared {
+        touch_last_use(&fd, META_FILE);
+    }
+    Ok((fd, meta))
+}

@@ -1,0 +1,309 @@
+//! The keyed store: durable, single-flight groups of files under a key the caller computed.
+//!
+//! A JIT that has its own key and its own bytes (Triton's cache manager, Inductor, an NVRTC
+//! path, downloaded cubins) needs only a store. This one gives every stored entry what the
+//! kernel cache gives a compiled kernel: one durable rename publishes the whole group (never a
+//! partial one), one producer per key however many threads, processes and hosts ask, readers
+//! pinned against eviction, kill -9 leaving nothing behind, and `gc`, `verify`, `stats`, the
+//! team root and the shared-filesystem protocol, since stored entries live in the same tree.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use jit_cache::store::{Claim, Namespace, Store};
+//! use std::time::Duration;
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path().join("cache"))?;
+//! let triton = Namespace::new("triton")?;
+//! let entry = match store.begin(&triton, "4f1c9a", Duration::from_secs(60))? {
+//!     Claim::Ready(entry) => entry, // another producer finished it: nothing to do
+//!     Claim::Produce(producer) => {
+//!         // This thread is the key's one producer until it commits or drops `producer`.
+//!         producer.write("add.cubin", b"\x7fELF...")?;
+//!         producer.write("add.json", b"{}")?;
+//!         producer.commit()? // fsynced, then published with one rename
+//!     }
+//! };
+//! assert_eq!(entry.read("add.json")?, b"{}");
+//! let again = store.get(&triton, "4f1c9a")?.expect("published");
+//! assert!(again.path("add.cubin").is_some_and(|p| p.exists())); // valid while `again` lives
+//! # Ok(()) }
+//! ```
+
+mod entry;
+mod producer;
+
+pub use entry::StoredEntry;
+pub use producer::Producer;
+
+use crate::error::{Error, Result};
+use crate::fstype::{Protocol, Sharing};
+use crate::layout::{Layout, RootMode};
+use crate::pin::Unusable;
+use fingerprint::Digest;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The longest caller's key the store accepts, in bytes.
+pub const MAX_KEY_LEN: usize = 4096;
+
+/// A namespace of keys: what keeps one JIT's keys from ever meeting another's (a Triton key
+/// never names an nvcc kernel, nor an Inductor graph).
+///
+/// 1 to 64 bytes of lowercase ASCII letters, digits, `-`, `_` and `.`, starting with a letter
+/// or digit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Namespace(String);
+
+impl Namespace {
+    /// Checks and wraps a namespace name.
+    pub fn new(name: &str) -> Result<Namespace> {
+        let invalid = |reason| Error::InvalidStoreKey {
+            what: format!("namespace {name:?}"),
+            reason,
+        };
+        if name.is_empty() || name.len() > 64 {
+            return Err(invalid("a namespace is 1 to 64 bytes"));
+        }
+        let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b);
+        if !name.bytes().all(allowed) {
+            return Err(invalid(
+                "a namespace is lowercase ASCII letters, digits, `-`, `_` and `.`",
+            ));
+        }
+        if !name.as_bytes()[0].is_ascii_alphanumeric() {
+            return Err(invalid("a namespace starts with a letter or digit"));
+        }
+        Ok(Namespace(name.to_string()))
+    }
+
+    /// The namespace's name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Namespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Options for [`Store::open_with`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    mode: Option<RootMode>,
+    sharing: Sharing,
+}
+
+impl StoreOptions {
+    /// How the root may be shared (private by default; a team root is group-owned, 2770).
+    pub fn mode(mut self, mode: RootMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Says whether other hosts may share the root (NFS, Lustre), overriding detection.
+    pub fn sharing(mut self, sharing: Sharing) -> Self {
+        self.sharing = sharing;
+        self
+    }
+}
+
+/// What [`Store::begin`] found.
+#[derive(Debug)]
+#[must_use = "a `Produce` claim holds the key's lock until it is committed or dropped"]
+pub enum Claim {
+    /// The entry is published and whole; pinned while this value lives.
+    Ready(StoredEntry),
+    /// Nobody has published the entry: the caller is now its one producer, until it commits
+    /// or drops the producer (which publishes nothing and lets the next waiter produce it).
+    Produce(Producer),
+}
+
+/// A handle on a root's keyed store. Cheap to clone; a [`crate::Cache`] on the same root shares
+/// its entries' tree, its maintenance and its protocol ([`crate::Cache::store`]).
+#[derive(Debug, Clone)]
+pub struct Store {
+    layout: Layout,
+}
+
+/// The key directory's digest of a stored entry: the namespace and the caller's key, in a
+/// preimage no kernel key has (those begin with another domain string).
+fn entry_digest(namespace: &Namespace, key: &str) -> Digest {
+    let mut text = b"jit-cache stored entry 1\0".to_vec();
+    text.extend_from_slice(namespace.0.as_bytes());
+    text.push(0);
+    text.extend_from_slice(key.as_bytes());
+    Digest::of_bytes(&text)
+}
+
+/// The one variant a stored entry has: the caller's key names its content.
+fn stored_variant() -> Digest {
+    Digest::of_bytes(b"jit-cache stored entry variant")
+}
+
+fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(Error::InvalidStoreKey {
+            what: format!("key {:?}", truncated(key)),
+            reason: "a key is 1 to 4096 bytes",
+        });
+    }
+    Ok(())
+}
+
+/// A key as messages show it: at most 80 characters.
+fn truncated(key: &str) -> String {
+    match key.char_indices().nth(80) {
+        Some((end, _)) => format!("{}...", &key[..end]),
+        None => key.to_string(),
+    }
+}
+
+/// One stored entry's address: what every step needs to name it.
+#[derive(Debug, Clone)]
+pub(crate) struct Address {
+    pub(crate) namespace: Namespace,
+    pub(crate) key: String,
+    pub(crate) digest: Digest,
+    pub(crate) dir: PathBuf,
+}
+
+impl Store {
+    /// Opens the store at `root` (created, mode 0700, when missing), the same root a
+    /// [`crate::Cache`] may use.
+    pub fn open(root: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(root, StoreOptions::default())
+    }
+
+    /// Opens the store at `root` with options.
+    pub fn open_with(root: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        let layout = Layout::open(root.as_ref(), options.mode.unwrap_or(RootMode::Private))?;
+        Ok(Store::on(layout.with_sharing(options.sharing)))
+    }
+
+    pub(crate) fn on(layout: Layout) -> Store {
+        Store { layout }
+    }
+
+    /// The format directory inside the root.
+    pub fn root(&self) -> &Path {
+        &self.layout.base
+    }
+
+    /// Whether other hosts may share the root (`shared`) or not (`local`).
+    pub fn is_shared(&self) -> bool {
+        self.layout.protocol == Protocol::Shared
+    }
+
+    fn address(&self, namespace: &Namespace, key: &str) -> Result<Address> {
+        check_key(key)?;
+        let digest = entry_digest(namespace, key);
+        Ok(Address {
+            namespace: namespace.clone(),
+            key: key.to_string(),
+            dir: self.layout.entry_dir(&digest, &stored_variant()),
+            digest,
+        })
+    }
+
+    /// The published entry for `key`, pinned, or `None` when there is none (or it is being
+    /// replaced). Takes no lock: a reader never waits for a producer.
+    pub fn get(&self, namespace: &Namespace, key: &str) -> Result<Option<StoredEntry>> {
+        let address = self.address(namespace, key)?;
+        Ok(entry::open(&address).ok())
+    }
+
+    /// The published entry for `key`, or the role of its one producer.
+    ///
+    /// When the entry is missing the call takes the key's lock, waiting at most `wait` for
+    /// another thread, process or host that holds it (then [`Error::Busy`]: the caller may
+    /// produce its bytes without the store), and looks again. A producer that drops its
+    /// [`Producer`] or dies releases the key, and the next waiter becomes the producer.
+    pub fn begin(&self, namespace: &Namespace, key: &str, wait: Duration) -> Result<Claim> {
+        let address = self.address(namespace, key)?;
+        if let Ok(found) = entry::open(&address) {
+            return Ok(Claim::Ready(found));
+        }
+        let guard = crate::hooks::lock_key_within(&self.layout, &address.digest, wait).map_err(
+            |e| match e {
+                Error::Fs(e) if e.kind() == std::io::ErrorKind::TimedOut => Error::Busy {
+                    namespace: namespace.to_string(),
+                    key: truncated(key),
+                    lock: self.layout.lock_file(&address.digest),
+                    waited: wait,
+                },
+                other => other,
+            },
+        )?;
+        crate::hooks::point("store-locked");
+        // Another producer may have published while we waited for the lock.
+        if let Ok(found) = entry::open(&address) {
+            return Ok(Claim::Ready(found));
+        }
+        // Under the shared protocol another host may have published while we waited, hidden
+        // from this host by its negative lookup cache: the lock file's note says so.
+        if self.layout.protocol == Protocol::Shared {
+            let key_dir = self.layout.key_dir(&address.digest);
+            let variant = crate::layout::variant_dir_name(&stored_variant());
+            let noted = crate::liveness::await_noted_entry(
+                &self.layout,
+                &address.digest,
+                || entry::open(&address).ok(),
+                |noted| noted != variant || crate::pin::list_variants(&key_dir).contains(&variant),
+            );
+            if let Some(found) = noted {
+                return Ok(Claim::Ready(found));
+            }
+        }
+        let staging = self.layout.new_staging_dir()?;
+        Ok(Claim::Produce(Producer::new(
+            self.clone(),
+            address,
+            staging,
+            guard,
+        )))
+    }
+
+    /// The published entry for `key`, produced by `produce` (which writes the entry's files
+    /// into the directory it is given) when nobody has. `produce` runs at most once per key at a
+    /// time across threads, processes and hosts; an error from it publishes nothing and is
+    /// returned as [`Error::Produce`].
+    pub fn get_or_insert_with<E>(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        wait: Duration,
+        produce: impl FnOnce(&Path) -> std::result::Result<(), E>,
+    ) -> Result<StoredEntry>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        match self.begin(namespace, key, wait)? {
+            Claim::Ready(entry) => Ok(entry),
+            Claim::Produce(producer) => match produce(producer.dir()) {
+                Ok(()) => producer.commit(),
+                Err(e) => Err(Error::Produce {
+                    namespace: namespace.to_string(),
+                    key: truncated(key),
+                    source: e.into(),
+                }),
+            },
+        }
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+/// Why a stored entry at its path could not be used, for messages.
+fn unusable_reason(why: Unusable) -> String {
+    match why {
+        Unusable::Absent => "vanished".to_string(),
+        Unusable::Corrupt(why) => why,
+    }
+}
+
+pub(crate) use entry::{is_stored_meta, verify_dir, StoredMeta};

@@ -1,0 +1,211 @@
+//! The one producer of a stored entry: a staging directory and the key's lock, committed as one
+//! durable rename or dropped with nothing published.
+
+use super::entry::{self, StoredFile, StoredMeta, META_FILE};
+use super::{unusable_reason, Address, Store, StoredEntry};
+use crate::error::{Error, Result};
+use crate::evict::{evict_unless_pinned, move_to_trash, Evicted};
+use crate::fstype::Protocol;
+use crate::hooks::KeyGuard;
+use crate::liveness::Staging;
+use crate::pin::{is_plain_name, Unusable};
+use durable_fs::PublishOutcome;
+use std::path::Path;
+
+/// The producer of one stored entry: its files go into a private staging directory, and
+/// [`Producer::commit`] publishes them together. While it lives it holds the key's lock, so every
+/// other thread, process and host asking for the key waits (bounded) for it; dropped without a
+/// commit (an error, a panic) or killed, it publishes nothing and the next waiter produces.
+#[must_use = "dropping a producer publishes nothing"]
+pub struct Producer {
+    store: Store,
+    address: Address,
+    staging: Staging,
+    _guard: KeyGuard,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("namespace", &self.address.namespace)
+            .field("key", &self.address.key)
+            .field("dir", &self.staging.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Producer {
+    pub(crate) fn new(store: Store, address: Address, staging: Staging, guard: KeyGuard) -> Self {
+        Producer {
+            store,
+            address,
+            staging,
+            _guard: guard,
+        }
+    }
+
+    /// The staging directory. Files written here directly (by a compiler, say) are part of the
+    /// entry as [`Producer::write`]'s are: regular files with plain names, no subdirectories.
+    pub fn dir(&self) -> &Path {
+        self.staging.path()
+    }
+
+    /// The caller's key.
+    pub fn key(&self) -> &str {
+        &self.address.key
+    }
+
+    /// Writes the file `name` of the entry. Plainly: [`Producer::commit`] fsyncs every file
+    /// before the rename that publishes them.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let path = self.staging.path().join(name);
+        std::fs::write(&path, bytes).map_err(|e| Error::io("write stored file", &path, e))
+    }
+
+    /// Publishes the entry: records every file's size and digest in `meta.json` (written last),
+    /// fsyncs the files and the directory, renames it into place without replacing anything
+    /// and fsyncs the parent; then answers with the published entry, pinned. An fsync error is
+    /// returned, and nothing is published.
+    pub fn commit(self) -> Result<StoredEntry> {
+        let layout = self.store.layout();
+        let files = self.staged_files()?;
+        let meta = StoredMeta::new(&self.address, files);
+        let meta_path = self.staging.path().join(META_FILE);
+        let json = serde_json::to_vec(&meta).map_err(|e| {
+            Error::io(
+                "serialise meta.json",
+                &meta_path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            )
+        })?;
+        crate::hooks::point("store-writing-meta");
+        std::fs::write(&meta_path, json)
+            .map_err(|e| Error::io("write meta.json", &meta_path, e))?;
+        crate::publish::share_with_team(layout, self.staging.path())?;
+
+        let target = self.address.dir.clone();
+        layout.ensure_dir(&layout.key_dir(&self.address.digest))?;
+        if std::fs::symlink_metadata(&target).is_ok() {
+            // The locked lookup did not accept what is there: corrupt or planted, or, under the
+            // shared protocol, another host's fresh entry hidden from that lookup.
+            if let Some(found) = self.adopt_or_clear()? {
+                return Ok(found);
+            }
+        }
+        crate::hooks::point("store-publishing");
+        let Producer {
+            store,
+            address,
+            staging,
+            _guard,
+        } = self;
+        let published = staging.commit_noreplace(&target)?;
+        crate::hooks::point("store-published");
+        if published == PublishOutcome::AlreadyExisted {
+            // Another host published it first (its lock is invisible here): that is the entry.
+            return entry::open(&address).map_err(|why| published_error(&target, why));
+        }
+        let layout = store.layout();
+        if layout.protocol == Protocol::Shared {
+            crate::liveness::note_published(layout, &address.digest, &super::stored_variant());
+        }
+        crate::publish::log_event(
+            layout,
+            "store",
+            &format!("{}/{}", address.namespace, super::truncated(&address.key)),
+            0,
+        );
+        entry::open(&address).map_err(|why| published_error(&target, why))
+    }
+
+    /// The staged files, checked and digested, sorted by name.
+    fn staged_files(&self) -> Result<Vec<StoredFile>> {
+        let dir = self.staging.path();
+        let listing = std::fs::read_dir(dir).map_err(|e| Error::io("list staging", dir, e))?;
+        let mut files = Vec::new();
+        for item in listing {
+            let item = item.map_err(|e| Error::io("list staging", dir, e))?;
+            let path = item.path();
+            let name = item
+                .file_name()
+                .into_string()
+                .map_err(|name| Error::InvalidStoreKey {
+                    what: format!("file {name:?}"),
+                    reason: "a stored file's name is UTF-8",
+                })?;
+            check_name(&name)?;
+            let kind = item
+                .file_type()
+                .map_err(|e| Error::io("inspect stored file", &path, e))?;
+            if !kind.is_file() {
+                return Err(Error::InvalidStoreKey {
+                    what: format!("file {name:?}"),
+                    reason: "a stored entry holds regular files only",
+                });
+            }
+            let bytes =
+                std::fs::read(&path).map_err(|e| Error::io("read stored file", &path, e))?;
+            files.push(StoredFile {
+                name,
+                size: bytes.len() as u64,
+                digest: fingerprint::Digest::of_bytes(&bytes),
+            });
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(files)
+    }
+
+    /// Clears the way for the staged entry. `Some`: another host's whole entry is there, the
+    /// answer; nothing is published.
+    fn adopt_or_clear(&self) -> Result<Option<StoredEntry>> {
+        let layout = self.store.layout();
+        let target = &self.address.dir;
+        if layout.protocol != Protocol::Shared {
+            move_to_trash(layout, target)?;
+            return Ok(None);
+        }
+        match entry::open(&self.address) {
+            Ok(found) => Ok(Some(found)),
+            Err(Unusable::Absent) => Ok(None),
+            Err(Unusable::Corrupt(why)) => match evict_unless_pinned(layout, target, None)? {
+                Evicted::Moved | Evicted::Absent => Ok(None),
+                Evicted::Pinned | Evicted::Replaced => Err(Error::io(
+                    "publish stored entry",
+                    target,
+                    std::io::Error::other(format!(
+                        "a damaged entry there ({why}) may be held by another host"
+                    )),
+                )),
+            },
+        }
+    }
+}
+
+fn published_error(target: &Path, why: Unusable) -> Error {
+    Error::io(
+        "open published stored entry",
+        target,
+        std::io::Error::other(unusable_reason(why)),
+    )
+}
+
+/// A stored file's name: one plain path component, never `meta.json`.
+fn check_name(name: &str) -> Result<()> {
+    let invalid = |reason| Error::InvalidStoreKey {
+        what: format!("file {name:?}"),
+        reason,
+    };
+    if !is_plain_name(name) || name == ".." {
+        return Err(invalid(
+            "a stored file's name is one path component, not starting with `.`",
+        ));
+    }
+    if name == META_FILE {
+        return Err(invalid("`meta.json` is the entry's own"));
+    }
+    if name.len() > 255 || name.contains('\0') {
+        return Err(invalid("a stored file's name is at most 255 bytes, no NUL"));
+    }
+    Ok(())
+}
