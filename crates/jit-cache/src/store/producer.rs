@@ -18,6 +18,11 @@ use std::path::Path;
 /// commit (an error, a panic) or killed, it publishes nothing and the next waiter produces.
 #[must_use = "dropping a producer publishes nothing"]
 pub struct Producer {
+    parts: Box<Parts>,
+}
+
+/// A producer's state, boxed: a [`super::Claim`] stays small.
+struct Parts {
     store: Store,
     address: Address,
     staging: Staging,
@@ -27,9 +32,9 @@ pub struct Producer {
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
-            .field("namespace", &self.address.namespace)
-            .field("key", &self.address.key)
-            .field("dir", &self.staging.path())
+            .field("namespace", &self.parts.address.namespace)
+            .field("key", &self.parts.address.key)
+            .field("dir", &self.parts.staging.path())
             .finish_non_exhaustive()
     }
 }
@@ -37,29 +42,31 @@ impl std::fmt::Debug for Producer {
 impl Producer {
     pub(crate) fn new(store: Store, address: Address, staging: Staging, guard: KeyGuard) -> Self {
         Producer {
-            store,
-            address,
-            staging,
-            _guard: guard,
+            parts: Box::new(Parts {
+                store,
+                address,
+                staging,
+                _guard: guard,
+            }),
         }
     }
 
     /// The staging directory. Files written here directly (by a compiler, say) are part of the
     /// entry as [`Producer::write`]'s are: regular files with plain names, no subdirectories.
     pub fn dir(&self) -> &Path {
-        self.staging.path()
+        self.parts.staging.path()
     }
 
     /// The caller's key.
     pub fn key(&self) -> &str {
-        &self.address.key
+        &self.parts.address.key
     }
 
     /// Writes the file `name` of the entry. Plainly: [`Producer::commit`] fsyncs every file
     /// before the rename that publishes them.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name)?;
-        let path = self.staging.path().join(name);
+        let path = self.parts.staging.path().join(name);
         std::fs::write(&path, bytes).map_err(|e| Error::io("write stored file", &path, e))
     }
 
@@ -68,10 +75,10 @@ impl Producer {
     /// and fsyncs the parent; then answers with the published entry, pinned. An fsync error is
     /// returned, and nothing is published.
     pub fn commit(self) -> Result<StoredEntry> {
-        let layout = self.store.layout();
+        let layout = self.parts.store.layout();
         let files = self.staged_files()?;
-        let meta = StoredMeta::new(&self.address, files);
-        let meta_path = self.staging.path().join(META_FILE);
+        let meta = StoredMeta::new(&self.parts.address, files);
+        let meta_path = self.parts.staging.path().join(META_FILE);
         let json = serde_json::to_vec(&meta).map_err(|e| {
             Error::io(
                 "serialise meta.json",
@@ -82,10 +89,10 @@ impl Producer {
         crate::hooks::point("store-writing-meta");
         std::fs::write(&meta_path, json)
             .map_err(|e| Error::io("write meta.json", &meta_path, e))?;
-        crate::publish::share_with_team(layout, self.staging.path())?;
+        crate::publish::share_with_team(layout, self.parts.staging.path())?;
 
-        let target = self.address.dir.clone();
-        layout.ensure_dir(&layout.key_dir(&self.address.digest))?;
+        let target = self.parts.address.dir.clone();
+        layout.ensure_dir(&layout.key_dir(&self.parts.address.digest))?;
         if std::fs::symlink_metadata(&target).is_ok() {
             // The locked lookup did not accept what is there: corrupt or planted, or, under the
             // shared protocol, another host's fresh entry hidden from that lookup.
@@ -94,12 +101,12 @@ impl Producer {
             }
         }
         crate::hooks::point("store-publishing");
-        let Producer {
+        let Parts {
             store,
             address,
             staging,
             _guard,
-        } = self;
+        } = *self.parts;
         let published = staging.commit_noreplace(&target)?;
         crate::hooks::point("store-published");
         if published == PublishOutcome::AlreadyExisted {
@@ -121,7 +128,7 @@ impl Producer {
 
     /// The staged files, checked and digested, sorted by name.
     fn staged_files(&self) -> Result<Vec<StoredFile>> {
-        let dir = self.staging.path();
+        let dir = self.parts.staging.path();
         let listing = std::fs::read_dir(dir).map_err(|e| Error::io("list staging", dir, e))?;
         let mut files = Vec::new();
         for item in listing {
@@ -159,13 +166,13 @@ impl Producer {
     /// Clears the way for the staged entry. `Some`: another host's whole entry is there, the
     /// answer; nothing is published.
     fn adopt_or_clear(&self) -> Result<Option<StoredEntry>> {
-        let layout = self.store.layout();
-        let target = &self.address.dir;
+        let layout = self.parts.store.layout();
+        let target = &self.parts.address.dir;
         if layout.protocol != Protocol::Shared {
             move_to_trash(layout, target)?;
             return Ok(None);
         }
-        match entry::open(&self.address) {
+        match entry::open(&self.parts.address) {
             Ok(found) => Ok(Some(found)),
             Err(Unusable::Absent) => Ok(None),
             Err(Unusable::Corrupt(why)) => match evict_unless_pinned(layout, target, None)? {
