@@ -6,10 +6,11 @@
 //! (the same key *and* the same search path), so two trees whose sources are identical never
 //! receive each other's artifact.
 
+pub use crate::answer::{Answer, Outcome};
 use crate::counters::Event;
-use crate::entry::Artifact;
+
 use crate::error::{CompileFailed, Error, Result};
-use crate::headers::{self, AbsenceGroup, HeaderRecord, Inputs, Mismatch};
+use crate::headers::{self, AbsenceGroup, HeaderRecord, Mismatch};
 use crate::key::{self, Prepared};
 use crate::layout::{Layout, RootMode};
 use crate::memo::Memos;
@@ -23,51 +24,6 @@ use fingerprint::{Digest, StatCache};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// How a request was answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The entry was in the cache (or in this process's memory) and still matches its inputs.
-    Hit,
-    /// Nothing was cached for this kernel before: it was compiled and published.
-    Built,
-    /// An earlier variant of this kernel existed and no longer matches: it was compiled again,
-    /// for these reasons (cargo-style: "header `inc/tile.cuh` changed (blake3 1f2e.. -> 9a0b..)").
-    Rebuilt {
-        /// Why the earlier variant could not be used.
-        reasons: Vec<String>,
-    },
-    /// Not in this host's cache: a variant another host built was fetched from the remote tier,
-    /// verified (size and blake3) and published locally.
-    Fetched,
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Outcome::Hit => write!(f, "hit"),
-            Outcome::Built => write!(f, "built"),
-            Outcome::Rebuilt { reasons } => write!(f, "rebuilt ({})", reasons.join("; ")),
-            Outcome::Fetched => write!(f, "fetched"),
-        }
-    }
-}
-
-/// The answer to a request: the artifact, whether it was a hit or a build, and any warning.
-#[derive(Debug, Clone)]
-pub struct Answer {
-    /// The compiled kernel, pinned while held.
-    pub artifact: Artifact,
-    /// Hit, built or rebuilt with reasons.
-    pub outcome: Outcome,
-    /// Set when the artifact is not cached: the cache could not be used (full, read-only,
-    /// failing), or an input changed while it compiled. The artifact was then compiled in a
-    /// private directory. Says why.
-    pub warning: Option<String>,
-    /// The entry's inputs as validated (or recorded) by this process: what the memo keeps.
-    pub(crate) inputs: Option<Arc<Inputs>>,
-}
 
 /// Options for [`Cache::open_with`].
 #[derive(Debug, Clone)]
@@ -506,7 +462,7 @@ fn prune_stat_cache(stat: &mut StatCache) {
 fn stat_cache_file(layout: &Layout) -> PathBuf {
     layout
         .dir("state")
-        .join(format!("statcache-{}.json", crate::toolchain::host_name()))
+        .join(format!("statcache-{}.json", crate::host::name()))
 }
 
 /// What [`Cache::explain`] found.
@@ -559,5 +515,31 @@ impl std::fmt::Display for Explanation {
                 write!(f, "{}: failed before: {failure}", self.name)
             }
         }
+    }
+}
+
+impl Cache {
+    /// [`Cache::get_or_build`], and what the compiler printed and read for the entry that
+    /// answered, as the compiler spelled it (this request spells the command the same way): for a caller that stands in for the compiler (a
+    /// launcher replays the diagnostics and writes the dependency file the compiler would).
+    ///
+    /// A compile whose answer the cache could not prove (see [`Answer::warning`]) has its own
+    /// record beside its private artifact. The record is `None` when the answer was made
+    /// privately for another reason (the cache's storage failed) or the entry has no record
+    /// (written by an older version, fetched from a remote tier, or a path that is not UTF-8);
+    /// such a caller runs the compiler itself.
+    pub fn get_or_build_with_record(
+        &self,
+        spec: &KernelSpec,
+    ) -> Result<(Answer, Option<crate::compiler_record::CompilerRecord>)> {
+        let request = Request::resolve(spec)?;
+        let answer = self.answer(&request)?;
+        // An entry's record, or an unpublished compile's own beside its private artifact.
+        let record = answer
+            .artifact
+            .path()
+            .parent()
+            .and_then(crate::compiler_record::load);
+        Ok((answer, record))
     }
 }

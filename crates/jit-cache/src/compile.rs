@@ -13,7 +13,6 @@
 //! Gerät ist kein Speicherplatz mehr verfügbar"). A timeout, a signal (the OOM killer), or a
 //! failure without that evidence is the environment's and is never recorded or replayed.
 
-use crate::cache::{Answer, Outcome};
 use crate::entry::{self, Artifact};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
 use crate::inputs::{compile_start, Instant};
@@ -274,30 +273,6 @@ fn failure(name: &str, error: nvcc::Error, written: &[&Path]) -> Error {
     }))
 }
 
-/// Compiles in a private temporary directory, outside the cache: the fallback when the cache is
-/// full, read-only or failing, or when inputs moved during a compile. The artifact lives as long
-/// as the returned value.
-pub(crate) fn build_uncached(
-    request: &Request,
-    toolchain: &Toolchain,
-    warning: String,
-    asked: Instant,
-) -> Result<Answer> {
-    let dir = private_dir()?;
-    let output = dir
-        .path()
-        .join(entry::artifact_file_name(request.spec.kind));
-    let compiled =
-        compile(request, toolchain, dir.path(), &output, asked, None).map_err(|n| n.error)?;
-    let artifact = Artifact::private(compiled.artifact_bytes, output, request.spec.kind, dir);
-    Ok(Answer {
-        artifact,
-        outcome: Outcome::Built,
-        warning: Some(warning),
-        inputs: None,
-    })
-}
-
 /// A private copy of compiled bytes, for an answer that cannot come from the cache.
 pub(crate) fn private_copy(kind: nvcc::OutputKind, bytes: Vec<u8>) -> Result<Artifact> {
     let dir = private_dir()?;
@@ -306,7 +281,7 @@ pub(crate) fn private_copy(kind: nvcc::OutputKind, bytes: Vec<u8>) -> Result<Art
     Ok(Artifact::private(bytes, path, kind, dir))
 }
 
-fn private_dir() -> Result<tempfile::TempDir> {
+pub(crate) fn private_dir() -> Result<tempfile::TempDir> {
     tempfile::Builder::new()
         .prefix("jit-cache-private-")
         .tempdir()

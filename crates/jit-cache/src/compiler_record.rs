@@ -14,11 +14,7 @@
 //! every hit (a relative name is relative to each request's own working directory, as it was to
 //! the compile's).
 
-use crate::cache::{Answer, Cache};
-use crate::error::Result;
-use crate::request::Request;
 use crate::search::SearchPath;
-use crate::spec::KernelSpec;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -90,7 +86,7 @@ pub(crate) fn write(
 }
 
 /// Reads the record of the entry at `entry_dir`.
-fn load(entry_dir: &Path) -> Option<CompilerRecord> {
+pub(crate) fn load(entry_dir: &Path) -> Option<CompilerRecord> {
     let bytes = std::fs::read(entry_dir.join(RECORD_FILE)).ok()?;
     let stored: Stored = serde_json::from_slice(&bytes).ok()?;
     if stored.version != RECORD_VERSION {
@@ -116,28 +112,6 @@ fn load(entry_dir: &Path) -> Option<CompilerRecord> {
         stderr: stored.stderr,
         prerequisites,
     })
-}
-
-impl Cache {
-    /// [`Cache::get_or_build`], and what the compiler printed and read for the entry that
-    /// answered, as the compiler spelled it (this request spells the command the same way): for a caller that stands in for the compiler (a
-    /// launcher replays the diagnostics and writes the dependency file the compiler would).
-    ///
-    /// A compile whose answer the cache could not prove (see [`Answer::warning`]) has its own
-    /// record beside its private artifact. The record is `None` when the answer was made
-    /// privately for another reason (the cache's storage failed) or the entry has no record
-    /// (written by an older version, fetched from a remote tier, or a path that is not UTF-8);
-    /// such a caller runs the compiler itself.
-    pub fn get_or_build_with_record(
-        &self,
-        spec: &KernelSpec,
-    ) -> Result<(Answer, Option<CompilerRecord>)> {
-        let request = Request::resolve(spec)?;
-        let answer = self.answer(&request)?;
-        // An entry's record, or an unpublished compile's own beside its private artifact.
-        let record = answer.artifact.path().parent().and_then(load);
-        Ok((answer, record))
-    }
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ impl Counters {
         pending.extend(std::mem::take(
             &mut *self.other.lock().unwrap_or_else(|p| p.into_inner()),
         ));
-        let host = crate::toolchain::host_name();
+        let host = crate::host::name();
         for (event, n) in pending.into_iter().filter(|(_, n)| *n > 0) {
             let name = format!("count.{}.{host}", event.name());
             if let Ok(mut file) = layout.open_append(Subdir::State, &name) {
@@ -90,7 +90,7 @@ pub(crate) fn totals(layout: &Layout) -> BTreeMap<String, u64> {
         let Some(rest) = name.strip_prefix("count.") else {
             continue;
         };
-        // `<what>.<host>`: the host has no dot (`host_name` keeps only letters, digits, `-`, `_`).
+        // `<what>.<host>`: the host has no dot (`host::name` keeps only letters, digits, `-`, `_`).
         let Some((what, _host)) = rest.rsplit_once('.') else {
             continue;
         };

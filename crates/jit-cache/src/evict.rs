@@ -5,7 +5,6 @@
 //! directory), so a reader that holds an entry keeps working. The sweep later removes trash that
 //! nobody pins.
 
-use crate::entry;
 use crate::error::{Error, Result};
 use crate::fstype::Protocol;
 use crate::layout::{open_dir_nofollow, Layout, Subdir};
@@ -92,29 +91,6 @@ pub(crate) fn move_to_trash(layout: &Layout, path: &Path) -> Result<()> {
         return Ok(());
     };
     rename_to_trash(layout, &parent, name, path).map(drop)
-}
-
-/// Keeps at most `max` variants under a key, moving the oldest-built aside.
-pub(crate) fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Result<()> {
-    let variants = entry::list_variants(key_dir);
-    if variants.len() <= max {
-        return Ok(());
-    }
-    let mut aged: Vec<(u64, PathBuf)> = variants
-        .iter()
-        .map(|v| {
-            let dir = key_dir.join(v);
-            let created = entry::read_meta(&dir)
-                .map(|m| m.created_unix_ms)
-                .unwrap_or(0);
-            (created, dir)
-        })
-        .collect();
-    aged.sort();
-    for (_, dir) in aged.iter().take(variants.len() - max) {
-        evict_unpinned(layout, dir)?;
-    }
-    Ok(())
 }
 
 /// Moves an entry aside unless a reader pins it (holds a shared `flock` on its directory, as every

@@ -5,7 +5,6 @@
 //! With the feature (see `failpoints.rs`) a hook can kill or pause the process at a named point,
 //! log lock holders, and inject the protocol bugs the harness must catch.
 
-use crate::entry::Meta;
 use crate::error::Result;
 use crate::layout::Layout;
 use fingerprint::Digest;
@@ -73,32 +72,35 @@ pub(crate) fn corrupt_found(dir: &Path, why: &str) {
 }
 
 /// Where the compiler writes the artifact: the staging directory, or, with the injected bug
-/// `in-place`, straight into the final entry directory.
+/// `in-place`, straight into the final entry directory (`in_place`, asked only then).
 pub(crate) fn output_path(
     layout: &Layout,
-    key: &Digest,
+    in_place: impl FnOnce() -> PathBuf,
     artifact_name: &str,
     staged: PathBuf,
 ) -> Result<PathBuf> {
     #[cfg(feature = "failpoints")]
-    {
-        let entry = layout.entry_dir(key, &crate::entry::variant_of(&Default::default()));
-        if let Some(dir) = crate::failpoints::in_place_dir(entry, layout.dir_mode())? {
+    if crate::failpoints::bug("in-place") {
+        if let Some(dir) = crate::failpoints::in_place_dir(in_place(), layout.dir_mode())? {
             return Ok(dir.join(artifact_name));
         }
     }
     #[cfg(not(feature = "failpoints"))]
-    let _ = (layout, key, artifact_name);
+    let _ = (layout, in_place, artifact_name);
     Ok(staged)
 }
 
-/// With the `in-place` bug, writes `meta.json` beside the artifact in place and says so: the
-/// caller then opens that entry instead of publishing.
-pub(crate) fn finished_in_place(output: &Path, meta: &Meta) -> Result<bool> {
+/// With the `in-place` bug, writes `meta.json` (`meta`'s JSON) beside the artifact in place and
+/// says so: the caller then opens that entry instead of publishing.
+pub(crate) fn finished_in_place(output: &Path, meta: &impl serde::Serialize) -> Result<bool> {
     #[cfg(feature = "failpoints")]
     if crate::failpoints::bug("in-place") {
         if let Some(dir) = output.parent() {
-            crate::records::write_record(&dir.join(crate::entry::META_FILE), meta)?;
+            let path = dir.join("meta.json");
+            let json = serde_json::to_vec(meta).map_err(|e| {
+                crate::error::Error::io("serialise meta.json (in-place bug)", &path, e.into())
+            })?;
+            durable_fs::put(&path, &json)?;
             return Ok(true);
         }
     }

@@ -24,6 +24,7 @@
 use crate::error::{Error, Result};
 use crate::headers::{hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
 use crate::observed::Seen;
+use crate::request::SourceRef;
 use crate::scan::{scan_all, Directive};
 use crate::search::{join, parent_rel, Base, Canonical, ChainDir, SearchPath};
 pub(crate) use crate::stamp::Instant;
@@ -169,15 +170,6 @@ impl LookedUp {
     fn identity(&mut self, path: &Path) -> Option<(u64, u64)> {
         self.stat(path).map(|(dev, ino, _)| (dev, ino))
     }
-}
-
-/// The source of a compile, as the include model sees it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum SourceRef<'a> {
-    /// A file, by the path the compiler was given.
-    File(&'a Path),
-    /// Text compiled from a private copy (its directory holds nothing else).
-    Text(&'a [u8]),
 }
 
 /// Records the inputs of a compile of `source` that read `read` (from the dependency file) and,

@@ -13,7 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::fstype::{FsType, Protocol, Sharing};
-use crate::liveness::Staging;
+use crate::staging::Staging;
 use durable_fs::{LockGuard, LockMode, Wait};
 use fingerprint::Digest;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -323,6 +323,34 @@ impl Layout {
                 .map_err(|e| Error::io("chmod team staging directory", path, e))?;
         }
         Ok(Staging::new(staging, self.protocol))
+    }
+
+    /// In a team root, every file of an entry (artifact, compiler record, stored files,
+    /// `meta.json`) gets mode 0660 whatever the umask, so that every member can read (and,
+    /// through the 2770 directories, move and remove) what one member published. The commit's
+    /// fsyncs come after, so the mode is as durable as the content.
+    pub(crate) fn share_with_team(&self, staging: &Path) -> Result<()> {
+        if self.mode != RootMode::Team {
+            return Ok(());
+        }
+        let files =
+            std::fs::read_dir(staging).map_err(|e| Error::io("list staging", staging, e))?;
+        for file in files {
+            let file = file
+                .map_err(|e| Error::io("list staging", staging, e))?
+                .path();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o660))
+                .map_err(|e| Error::io("chmod team entry file", &file, e))?;
+        }
+        Ok(())
+    }
+
+    /// Appends one line to the event log: publications only (a hit never writes).
+    pub(crate) fn log_event(&self, what: &str, name: &str, ms: u64) {
+        use std::io::Write;
+        if let Ok(mut file) = self.open_append(Subdir::State, "events.log") {
+            let _ = writeln!(file, "{} {what} {name} {ms}", crate::host::now_ms());
+        }
     }
 
     pub(crate) fn dir_mode(&self) -> u32 {

@@ -77,6 +77,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod answer;
 mod batch;
 mod cache;
 mod compile;
@@ -90,8 +91,10 @@ mod evict;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 mod fstype;
+mod grace;
 mod headers;
 mod hooks;
+mod host;
 mod inputs;
 mod key;
 mod layout;
@@ -110,6 +113,7 @@ mod scan;
 mod search;
 mod single_flight;
 mod spec;
+mod staging;
 mod stamp;
 pub mod store;
 mod sync;

@@ -15,189 +15,18 @@
 
 use crate::error::{Error, Result};
 use crate::fstype::Protocol;
-use std::collections::HashMap;
+pub(crate) use crate::grace::{foreign_grace, pin_grace, pin_refresh_secs, LOCAL_MIN_AGE};
+pub use crate::grace::{
+    FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH, SHARED_GRACE_ENV, SWEEP_MIN_AGE,
+};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
-
-/// A builder refreshes the mtime of its staging directories this often (shared protocol).
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(20);
-
-/// Another host's temp or staging directory is removed only when its heartbeat is older than
-/// this: thirty missed heartbeats, ten times NFS's longest attribute cache, and room for clocks
-/// that disagree by minutes.
-pub const FOREIGN_GRACE: Duration = Duration::from_secs(600);
-
-/// Under the shared protocol a hit refreshes its entry's last-use stamp when it is older than
-/// this (an hour on a local filesystem).
-pub const PIN_REFRESH: Duration = Duration::from_secs(60);
-
-/// Under the shared protocol no host evicts an entry whose last-use stamp (or whose files) are
-/// younger than this. An artifact obtained at time t therefore keeps its path on every host
-/// until at least t + `PIN_GRACE` - `PIN_REFRESH` - the hosts' clock skew; on its own host, for
-/// as long as it is held (the directory `flock`).
-pub const PIN_GRACE: Duration = Duration::from_secs(600);
-
-/// The environment variable that scales the shared protocol's periods for tests (a crash
-/// harness run lasts seconds, not ten minutes): `JIT_CACHE_SHARED_GRACE_MS=<ms>` sets
-/// [`FOREIGN_GRACE`] and [`PIN_GRACE`] to that, [`PIN_REFRESH`] to a tenth and
-/// [`HEARTBEAT_INTERVAL`] to a thirtieth. Read once per process. It must stay far above the
-/// mounts' `actimeo`, or another host's stale view of a stamp lets it evict a held entry.
-pub const SHARED_GRACE_ENV: &str = "JIT_CACHE_SHARED_GRACE_MS";
-
-fn scaled(default: Duration, divisor: u32) -> Duration {
-    static GRACE: OnceLock<Option<Duration>> = OnceLock::new();
-    let grace = GRACE.get_or_init(|| {
-        std::env::var(SHARED_GRACE_ENV)
-            .ok()
-            .and_then(|ms| ms.trim().parse::<u64>().ok())
-            .filter(|ms| *ms > 0)
-            .map(Duration::from_millis)
-    });
-    grace.map_or(default, |grace| grace / divisor)
-}
-
-/// [`FOREIGN_GRACE`], or as [`SHARED_GRACE_ENV`] says.
-pub(crate) fn foreign_grace() -> Duration {
-    scaled(FOREIGN_GRACE, 1)
-}
-
-/// [`PIN_GRACE`], or as [`SHARED_GRACE_ENV`] says.
-pub(crate) fn pin_grace() -> Duration {
-    scaled(PIN_GRACE, 1)
-}
-
-/// [`PIN_REFRESH`] in whole seconds (the stamp's resolution), or as [`SHARED_GRACE_ENV`] says.
-pub(crate) fn pin_refresh_secs() -> i64 {
-    scaled(PIN_REFRESH, 10).as_secs() as i64
-}
-
-fn heartbeat_interval() -> Duration {
-    scaled(HEARTBEAT_INTERVAL, 30).max(Duration::from_millis(10))
-}
-
-/// How long a directory leftover of this host must be before the sweep looks at it.
-const LOCAL_MIN_AGE: Duration = crate::maintenance::SWEEP_MIN_AGE;
-
-// ---------------------------------------------------------------------------------------------
-// Heartbeats.
-
-#[derive(Default)]
-struct Beats {
-    next: u64,
-    paths: HashMap<u64, PathBuf>,
-    started: bool,
-}
-
-fn beats() -> &'static (Mutex<Beats>, Condvar) {
-    static BEATS: OnceLock<(Mutex<Beats>, Condvar)> = OnceLock::new();
-    BEATS.get_or_init(|| (Mutex::new(Beats::default()), Condvar::new()))
-}
-
-/// Keeps a staging directory's mtime fresh while it lives, so that no other host's sweep takes it
-/// for a dead builder's. Dropping it stops the refresh.
-#[derive(Debug)]
-#[must_use = "the heartbeat stops when this is dropped"]
-pub(crate) struct Heartbeat {
-    id: u64,
-}
-
-impl Heartbeat {
-    pub(crate) fn start(path: &Path) -> Heartbeat {
-        let (lock, wake) = beats();
-        let mut state = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let id = state.next;
-        state.next += 1;
-        state.paths.insert(id, path.to_path_buf());
-        if !state.started {
-            // One thread per process beats for every build; if it cannot be started the build
-            // goes on and a foreign sweep still waits FOREIGN_GRACE after the last change.
-            state.started = std::thread::Builder::new()
-                .name("jit-cache-heartbeat".into())
-                .spawn(beat_forever)
-                .is_ok();
-        }
-        wake.notify_all();
-        Heartbeat { id }
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        let (lock, _) = beats();
-        lock.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .paths
-            .remove(&self.id);
-    }
-}
-
-fn beat_forever() {
-    let (lock, wake) = beats();
-    let mut state = lock.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        let paths: Vec<PathBuf> = state.paths.values().cloned().collect();
-        drop(state);
-        for path in &paths {
-            touch_now(path);
-        }
-        state = lock.lock().unwrap_or_else(|p| p.into_inner());
-        // A timed wait, not a sleep used as synchronisation: the beat is periodic by nature.
-        state = wake
-            .wait_timeout(state, heartbeat_interval())
-            .map(|(s, _)| s)
-            .unwrap_or_else(|p| p.into_inner().0);
-    }
-}
-
-/// Sets a path's mtime to now (the server's clock on NFS: `UTIME_NOW`). Best effort: a path
-/// already committed or removed is simply gone.
-fn touch_now(path: &Path) {
-    let now = rustix::fs::Timespec {
-        tv_sec: 0,
-        tv_nsec: rustix::fs::UTIME_NOW,
-    };
-    let stamps = rustix::fs::Timestamps {
-        last_access: now,
-        last_modification: now,
-    };
-    let _ = rustix::fs::utimensat(rustix::fs::CWD, path, &stamps, AtFlags::SYMLINK_NOFOLLOW);
-}
-
-/// A staging directory of this process: durable-fs's, plus a heartbeat under the shared
-/// protocol.
-#[derive(Debug)]
-pub(crate) struct Staging {
-    inner: durable_fs::StagingDir,
-    beat: Option<Heartbeat>,
-}
-
-impl Staging {
-    pub(crate) fn new(inner: durable_fs::StagingDir, protocol: Protocol) -> Staging {
-        let beat = (protocol == Protocol::Shared).then(|| Heartbeat::start(inner.path()));
-        Staging { inner, beat }
-    }
-
-    /// Where to build.
-    pub(crate) fn path(&self) -> &Path {
-        self.inner.path()
-    }
-
-    /// See [`durable_fs::StagingDir::commit_noreplace`].
-    pub(crate) fn commit_noreplace(
-        mut self,
-        target: impl AsRef<Path>,
-    ) -> durable_fs::Result<durable_fs::PublishOutcome> {
-        let _beat = self.beat.take();
-        self.inner.commit_noreplace(target)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Sweeping under the shared protocol.
@@ -376,57 +205,6 @@ pub(crate) fn used_recently(entry: &OwnedFd) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Publishing beside other hosts.
-
-/// Under the shared protocol, a builder that finds an entry directory at its target (another
-/// host published it since this one looked, hidden by a negative lookup cache or unguarded by an
-/// invisible key lock) answers with it when it is whole. A damaged one is moved aside only when
-/// no host can hold it; otherwise this builder answers with a private copy of its own output,
-/// which is the same artifact (DeepEP #684: a loser must not insist on seeing the winner).
-/// `None`: nothing usable is there any more; publish as usual.
-pub(crate) fn adopt_existing(
-    layout: &crate::layout::Layout,
-    prepared: &crate::key::Prepared,
-    kind: nvcc::OutputKind,
-    target: &Path,
-    bytes: &[u8],
-    inputs: &crate::headers::Inputs,
-) -> Result<Option<crate::cache::Answer>> {
-    use crate::cache::{Answer, Outcome};
-    use crate::entry::{open_entry, Unusable};
-    use crate::evict::{evict_unless_pinned, Evicted};
-    use std::sync::Arc;
-    let variant_dir = target
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    match open_entry(target, &prepared.key, variant_dir).and_then(|o| o.load(kind)) {
-        Ok((_, artifact)) => Ok(Some(Answer {
-            artifact,
-            outcome: Outcome::Built,
-            warning: None,
-            inputs: Some(Arc::new(inputs.clone())),
-        })),
-        Err(Unusable::Absent) => Ok(None),
-        Err(Unusable::Corrupt(_)) => match evict_unless_pinned(layout, target, None)? {
-            Evicted::Moved | Evicted::Absent => Ok(None),
-            Evicted::Pinned | Evicted::Replaced => {
-                let artifact = crate::compile::private_copy(kind, bytes.to_vec())?;
-                Ok(Some(Answer {
-                    artifact,
-                    outcome: Outcome::Built,
-                    warning: Some(format!(
-                        "entry {} is damaged and may be held by another host; using a private copy",
-                        target.display()
-                    )),
-                    inputs: None,
-                }))
-            }
-        },
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Publication notes: what a waiter's negative lookup cache may hide.
 
 /// The length of the note a builder leaves in its key's lock file.
@@ -467,7 +245,7 @@ fn write_note(
     let mut record = format!(
         "jit-cache {what} v2 {} {variant} {}",
         key.to_hex(),
-        crate::publish::now_ms()
+        crate::host::now_ms()
     )
     .into_bytes();
     record.resize(NOTE_LEN - 1, b' ');
@@ -514,7 +292,7 @@ pub(crate) fn await_noted_entry<T>(
     let variant = fields.next()?.to_string();
     let noted_ms: u64 = fields.next()?.parse().ok()?;
     let bound = Duration::from_secs(65).min(pin_grace());
-    let age = Duration::from_millis(crate::publish::now_ms().abs_diff(noted_ms));
+    let age = Duration::from_millis(crate::host::now_ms().abs_diff(noted_ms));
     if age > bound {
         return None;
     }
@@ -628,36 +406,5 @@ mod tests {
         }
         age(&artifact, PIN_GRACE.as_secs() + 2);
         assert!(!used_recently(&entry), "a stamp past the grace does not");
-    }
-
-    #[test]
-    fn a_heartbeat_refreshes_the_staging_mtime() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let staging = Staging::new(
-            durable_fs::StagingDir::new_in(dir.path()).expect("staging"),
-            Protocol::Shared,
-        );
-        age(staging.path(), 3600);
-        // The beat thread wakes on every new heartbeat; wait (bounded) for its touch.
-        let _second = Heartbeat::start(staging.path());
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let mtime = std::fs::metadata(staging.path())
-                .expect("stat")
-                .modified()
-                .expect("mtime");
-            if SystemTime::now()
-                .duration_since(mtime)
-                .unwrap_or(Duration::ZERO)
-                < Duration::from_secs(60)
-            {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no heartbeat within 10 s"
-            );
-            std::thread::yield_now();
-        }
     }
 }

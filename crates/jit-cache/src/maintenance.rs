@@ -20,10 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Leftovers younger than this are never swept: a live builder creates its staging directory and
-/// locks it a few microseconds later, and the age rule covers that window (durable-fs's sweep
-/// removes only what it can lock, and only when old enough).
-pub const SWEEP_MIN_AGE: Duration = Duration::from_secs(2);
+pub use crate::liveness::SWEEP_MIN_AGE;
 
 /// One published entry.
 #[derive(Debug, Clone, Serialize)]

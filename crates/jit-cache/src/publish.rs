@@ -13,10 +13,10 @@
 //! 7. record the slot's manifest, prune old variants, release the lock.
 
 use crate::cache::{Answer, Cache, Outcome};
-use crate::compile::{build_uncached, compile, private_copy, Compiled, NotCompiled};
+use crate::compile::{compile, private_copy, Compiled, NotCompiled};
 use crate::entry::{self, Meta, Unusable};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
-use crate::evict::{move_to_trash, prune_variants};
+use crate::evict::{evict_unpinned, move_to_trash};
 use crate::headers::Inputs;
 use crate::hooks;
 use crate::inputs::{record, Instant};
@@ -28,8 +28,8 @@ use crate::toolchain::Toolchain;
 use crate::unproven::Unproven;
 use durable_fs::PublishOutcome;
 use fingerprint::Digest;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What the miss path produced.
 #[derive(Debug, Clone)]
@@ -159,7 +159,7 @@ fn locked_build(
     let artifact_name = entry::artifact_file_name(spec.kind);
     let output = hooks::output_path(
         layout,
-        &prepared.key,
+        || layout.entry_dir(&prepared.key, &entry::variant_of(&Inputs::default())),
         &artifact_name,
         staging.path().join(&artifact_name),
     )?;
@@ -209,9 +209,9 @@ fn locked_build(
         absent: inputs.absent.clone(),
         // The key's components; headers enter manifests only when two variants are compared.
         manifest: prepared.manifest.clone(),
-        created_unix_ms: now_ms(),
+        created_unix_ms: crate::host::now_ms(),
         compile_ms: compiled.compile_ms,
-        host: crate::toolchain::host_name(),
+        host: crate::host::name(),
     };
     // What the compiler printed and read, for launchers (inside the entry's one rename).
     crate::compiler_record::write(
@@ -223,7 +223,7 @@ fn locked_build(
     );
     hooks::point("writing-meta");
     entry::write_meta(staging.path(), &meta)?;
-    share_with_team(layout, staging.path())?;
+    layout.share_with_team(staging.path())?;
     if hooks::finished_in_place(&output, &meta)? {
         return open_published(
             layout, prepared, spec.kind, &variant, None, compiled, inputs,
@@ -253,7 +253,7 @@ fn locked_build(
     cache.save_stat_cache();
     record_published(cache, layout, request, prepared, &variant, &inputs)?;
     let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
-    log_event(layout, "build", &spec.name, compiled.compile_ms);
+    layout.log_event("build", &spec.name, compiled.compile_ms);
     crate::remote::share_build(cache, layout, &meta, &compiled.artifact_bytes, lease);
     let outcome = match reasons {
         Some(reasons) => Outcome::Rebuilt { reasons },
@@ -271,6 +271,31 @@ fn locked_build(
     Ok(match built {
         Built::Answer(answer) => Built::Answer(Answer { outcome, ..answer }),
         moved => moved,
+    })
+}
+
+/// Compiles in a private temporary directory, outside the cache: the fallback when the cache is
+/// full, read-only or failing, or when inputs moved during a compile. The artifact lives as long
+/// as the returned value.
+pub(crate) fn build_uncached(
+    request: &Request,
+    toolchain: &Toolchain,
+    warning: String,
+    asked: Instant,
+) -> Result<Answer> {
+    let dir = crate::compile::private_dir()?;
+    let output = dir
+        .path()
+        .join(entry::artifact_file_name(request.spec.kind));
+    let compiled =
+        compile(request, toolchain, dir.path(), &output, asked, None).map_err(|n| n.error)?;
+    let artifact =
+        crate::entry::Artifact::private(compiled.artifact_bytes, output, request.spec.kind, dir);
+    Ok(Answer {
+        artifact,
+        outcome: Outcome::Built,
+        warning: Some(warning),
+        inputs: None,
     })
 }
 
@@ -303,10 +328,79 @@ pub(crate) fn clear_target(
         return Ok(None);
     }
     if layout.protocol == crate::fstype::Protocol::Shared {
-        return crate::liveness::adopt_existing(layout, prepared, kind, target, bytes, inputs);
+        return adopt_existing(layout, prepared, kind, target, bytes, inputs);
     }
     move_to_trash(layout, target)?;
     Ok(None)
+}
+
+/// Under the shared protocol, a builder that finds an entry directory at its target (another
+/// host published it since this one looked, hidden by a negative lookup cache or unguarded by an
+/// invisible key lock) answers with it when it is whole. A damaged one is moved aside only when
+/// no host can hold it; otherwise this builder answers with a private copy of its own output,
+/// which is the same artifact (DeepEP #684: a loser must not insist on seeing the winner).
+/// `None`: nothing usable is there any more; publish as usual.
+fn adopt_existing(
+    layout: &Layout,
+    prepared: &Prepared,
+    kind: nvcc::OutputKind,
+    target: &Path,
+    bytes: &[u8],
+    inputs: &Inputs,
+) -> Result<Option<Answer>> {
+    use crate::entry::open_entry;
+    use crate::evict::{evict_unless_pinned, Evicted};
+    let variant_dir = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    match open_entry(target, &prepared.key, variant_dir).and_then(|o| o.load(kind)) {
+        Ok((_, artifact)) => Ok(Some(Answer {
+            artifact,
+            outcome: Outcome::Built,
+            warning: None,
+            inputs: Some(Arc::new(inputs.clone())),
+        })),
+        Err(Unusable::Absent) => Ok(None),
+        Err(Unusable::Corrupt(_)) => match evict_unless_pinned(layout, target, None)? {
+            Evicted::Moved | Evicted::Absent => Ok(None),
+            Evicted::Pinned | Evicted::Replaced => {
+                let artifact = crate::compile::private_copy(kind, bytes.to_vec())?;
+                Ok(Some(Answer {
+                    artifact,
+                    outcome: Outcome::Built,
+                    warning: Some(format!(
+                        "entry {} is damaged and may be held by another host; using a private copy",
+                        target.display()
+                    )),
+                    inputs: None,
+                }))
+            }
+        },
+    }
+}
+
+/// Keeps at most `max` variants under a key, moving the oldest-built aside.
+fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Result<()> {
+    let variants = entry::list_variants(key_dir);
+    if variants.len() <= max {
+        return Ok(());
+    }
+    let mut aged: Vec<(u64, PathBuf)> = variants
+        .iter()
+        .map(|v| {
+            let dir = key_dir.join(v);
+            let created = entry::read_meta(&dir)
+                .map(|m| m.created_unix_ms)
+                .unwrap_or(0);
+            (created, dir)
+        })
+        .collect();
+    aged.sort();
+    for (_, dir) in aged.iter().take(variants.len() - max) {
+        evict_unpinned(layout, dir)?;
+    }
+    Ok(())
 }
 
 /// What follows the rename that published a variant, under the key's lock: the note for other
@@ -337,26 +431,6 @@ pub(crate) fn record_published(
         &layout.key_dir(&prepared.key),
         cache.options.max_variants,
     )
-}
-
-/// In a team root, every file of an entry (artifact, compiler record, `meta.json`) gets mode 0660
-/// whatever the umask, so that every member can read (and, through the 2770 directories, move and
-/// remove) what one member published. The commit's fsyncs come after, so the mode is as durable
-/// as the content.
-pub(crate) fn share_with_team(layout: &Layout, staging: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if layout.mode != crate::layout::RootMode::Team {
-        return Ok(());
-    }
-    let files = std::fs::read_dir(staging).map_err(|e| Error::io("list staging", staging, e))?;
-    for file in files {
-        let file = file
-            .map_err(|e| Error::io("list staging", staging, e))?
-            .path();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o660))
-            .map_err(|e| Error::io("chmod team entry file", &file, e))?;
-    }
-    Ok(())
 }
 
 /// Whether the source the compiler read may differ from the one hashed for the key (before the
@@ -480,19 +554,4 @@ fn record_failure(
         failure: failure.clone(),
     };
     let _ = write_record(&layout.failure_file(&prepared.key), &record);
-}
-
-/// Appends one line to the event log (builds only; hits are never written).
-pub(crate) fn log_event(layout: &Layout, what: &str, name: &str, ms: u64) {
-    use std::io::Write;
-    if let Ok(mut file) = layout.open_append(crate::layout::Subdir::State, "events.log") {
-        let _ = writeln!(file, "{} {what} {name} {ms}", now_ms());
-    }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

@@ -132,11 +132,11 @@ pub(crate) struct Request {
 
 impl Request {
     /// The source as the include model reads it.
-    pub(crate) fn source_ref(&self) -> crate::inputs::SourceRef<'_> {
+    pub(crate) fn source_ref(&self) -> SourceRef<'_> {
         match (&self.spec.source, &self.source_path) {
-            (Source::File(_), Some(path)) => crate::inputs::SourceRef::File(path),
-            (Source::Text { text, .. }, _) => crate::inputs::SourceRef::Text(text.as_bytes()),
-            (Source::File(path), None) => crate::inputs::SourceRef::File(path),
+            (Source::File(_), Some(path)) => SourceRef::File(path),
+            (Source::Text { text, .. }, _) => SourceRef::Text(text.as_bytes()),
+            (Source::File(path), None) => SourceRef::File(path),
         }
     }
 }
@@ -590,4 +590,13 @@ mod tests {
         let again = cmdline::parse(&r.nvcc_flags, &Sources::none()).expect("parses");
         assert_eq!(again.render_options(), r.nvcc_flags);
     }
+}
+
+/// The source of a compile, as the include model sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SourceRef<'a> {
+    /// A file, by the path the compiler was given.
+    File(&'a Path),
+    /// Text compiled from a private copy (its directory holds nothing else).
+    Text(&'a [u8]),
 }

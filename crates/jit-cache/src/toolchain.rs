@@ -39,7 +39,8 @@ impl Toolchain {
     /// process spawns nothing here.
     /// `state_dir` holds the identity cache; without one (an unusable root) nothing is saved.
     pub(crate) fn probe(nvcc: Nvcc, state_dir: Option<&Path>) -> Result<Toolchain> {
-        let cache_file = state_dir.map(|d| d.join(format!("identity-{}.json", host_name())));
+        let cache_file =
+            state_dir.map(|d| d.join(format!("identity-{}.json", crate::host::name())));
         let mut cache = cache_file
             .as_deref()
             .map(IdentityCache::load)
@@ -97,7 +98,7 @@ impl Toolchain {
     fn identity_file(&self) -> Option<PathBuf> {
         self.state_dir
             .as_ref()
-            .map(|d| d.join(format!("identity-{}.json", host_name())))
+            .map(|d| d.join(format!("identity-{}.json", crate::host::name())))
     }
 }
 
@@ -275,27 +276,6 @@ fn find_program(program: &Path) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
-}
-
-/// This host's name, for per-host state files.
-pub(crate) fn host_name() -> String {
-    let uname = rustix::system::uname();
-    let name = uname.nodename().to_string_lossy();
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.is_empty() {
-        "localhost".to_string()
-    } else {
-        clean
-    }
 }
 
 #[cfg(test)]

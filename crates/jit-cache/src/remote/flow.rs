@@ -244,12 +244,12 @@ fn publish_fetched(
         headers: inputs.headers.clone(),
         absent: inputs.absent.clone(),
         manifest: prepared.manifest.clone(),
-        created_unix_ms: crate::publish::now_ms(),
+        created_unix_ms: crate::host::now_ms(),
         compile_ms: remote_variant.compile_ms,
         host: remote_variant.host.clone(),
     };
     entry::write_meta(staging.path(), &meta)?;
-    crate::publish::share_with_team(layout, staging.path())?;
+    layout.share_with_team(staging.path())?;
     let target = layout.entry_dir(&prepared.key, &variant);
     if let Some(answer) =
         crate::publish::clear_target(layout, prepared, spec.kind, &target, bytes, &inputs)?
@@ -469,7 +469,7 @@ fn append(layout: &Layout, event: Event) {
     use std::io::Write;
     let (word, n) = event.word();
     if let Ok(mut file) = layout.open_append(Subdir::State, LOG_FILE) {
-        let _ = writeln!(file, "{} {word} {n}", crate::publish::now_ms());
+        let _ = writeln!(file, "{} {word} {n}", crate::host::now_ms());
     }
 }
 

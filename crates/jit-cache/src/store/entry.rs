@@ -51,8 +51,8 @@ impl StoredMeta {
             key: address.key.clone(),
             digest: address.digest,
             files,
-            created_unix_ms: crate::publish::now_ms(),
-            host: crate::toolchain::host_name(),
+            created_unix_ms: crate::host::now_ms(),
+            host: crate::host::name(),
         }
     }
 

@@ -7,8 +7,8 @@ use crate::error::{Error, Result};
 use crate::evict::{evict_unless_pinned, move_to_trash, Evicted};
 use crate::fstype::Protocol;
 use crate::hooks::KeyGuard;
-use crate::liveness::Staging;
 use crate::pin::{is_plain_name, Unusable};
+use crate::staging::Staging;
 use durable_fs::PublishOutcome;
 use std::path::Path;
 
@@ -89,7 +89,7 @@ impl Producer {
         crate::hooks::point("store-writing-meta");
         std::fs::write(&meta_path, json)
             .map_err(|e| Error::io("write meta.json", &meta_path, e))?;
-        crate::publish::share_with_team(layout, self.parts.staging.path())?;
+        layout.share_with_team(self.parts.staging.path())?;
 
         let target = self.parts.address.dir.clone();
         layout.ensure_dir(&layout.key_dir(&self.parts.address.digest))?;
@@ -117,8 +117,7 @@ impl Producer {
         if layout.protocol == Protocol::Shared {
             crate::liveness::note_published(layout, &address.digest, &super::stored_variant());
         }
-        crate::publish::log_event(
-            layout,
+        layout.log_event(
             "store",
             &format!("{}/{}", address.namespace, super::truncated(&address.key)),
             0,

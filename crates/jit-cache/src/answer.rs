@@ -1,0 +1,50 @@
+//! What a request is answered with: the artifact and how it was obtained.
+
+use crate::entry::Artifact;
+use crate::headers::Inputs;
+use std::sync::Arc;
+
+/// How a request was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The entry was in the cache (or in this process's memory) and still matches its inputs.
+    Hit,
+    /// Nothing was cached for this kernel before: it was compiled and published.
+    Built,
+    /// An earlier variant of this kernel existed and no longer matches: it was compiled again,
+    /// for these reasons (cargo-style: "header `inc/tile.cuh` changed (blake3 1f2e.. -> 9a0b..)").
+    Rebuilt {
+        /// Why the earlier variant could not be used.
+        reasons: Vec<String>,
+    },
+    /// Not in this host's cache: a variant another host built was fetched from the remote tier,
+    /// verified (size and blake3) and published locally.
+    Fetched,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Hit => write!(f, "hit"),
+            Outcome::Built => write!(f, "built"),
+            Outcome::Rebuilt { reasons } => write!(f, "rebuilt ({})", reasons.join("; ")),
+            Outcome::Fetched => write!(f, "fetched"),
+        }
+    }
+}
+
+/// The answer to a request: the artifact, whether it was a hit or a build, and any warning.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The compiled kernel, pinned while held.
+    pub artifact: Artifact,
+    /// Hit, built or rebuilt with reasons.
+    pub outcome: Outcome,
+    /// Set when the artifact is not cached: the cache could not be used (full, read-only,
+    /// failing), or an input changed while it compiled. The artifact was then compiled in a
+    /// private directory. Says why.
+    pub warning: Option<String>,
+    /// The entry's inputs as validated (or recorded) by this process: what the memo keeps.
+    pub(crate) inputs: Option<Arc<Inputs>>,
+}

@@ -1,0 +1,161 @@
+//! A builder's staging directory: durable-fs's, plus, under the shared protocol, a heartbeat
+//! that keeps its mtime fresh so that no other host's sweep takes it for a dead builder's
+//! (`liveness.rs`).
+
+use crate::fstype::Protocol;
+use crate::grace::heartbeat_interval;
+use rustix::fs::AtFlags;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, OnceLock};
+
+#[derive(Default)]
+struct Beats {
+    next: u64,
+    paths: HashMap<u64, PathBuf>,
+    started: bool,
+}
+
+fn beats() -> &'static (Mutex<Beats>, Condvar) {
+    static BEATS: OnceLock<(Mutex<Beats>, Condvar)> = OnceLock::new();
+    BEATS.get_or_init(|| (Mutex::new(Beats::default()), Condvar::new()))
+}
+
+/// Keeps a staging directory's mtime fresh while it lives, so that no other host's sweep takes it
+/// for a dead builder's. Dropping it stops the refresh.
+#[derive(Debug)]
+#[must_use = "the heartbeat stops when this is dropped"]
+pub(crate) struct Heartbeat {
+    id: u64,
+}
+
+impl Heartbeat {
+    pub(crate) fn start(path: &Path) -> Heartbeat {
+        let (lock, wake) = beats();
+        let mut state = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let id = state.next;
+        state.next += 1;
+        state.paths.insert(id, path.to_path_buf());
+        if !state.started {
+            // One thread per process beats for every build; if it cannot be started the build
+            // goes on and a foreign sweep still waits FOREIGN_GRACE after the last change.
+            state.started = std::thread::Builder::new()
+                .name("jit-cache-heartbeat".into())
+                .spawn(beat_forever)
+                .is_ok();
+        }
+        wake.notify_all();
+        Heartbeat { id }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        let (lock, _) = beats();
+        lock.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .paths
+            .remove(&self.id);
+    }
+}
+
+fn beat_forever() {
+    let (lock, wake) = beats();
+    let mut state = lock.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let paths: Vec<PathBuf> = state.paths.values().cloned().collect();
+        drop(state);
+        for path in &paths {
+            touch_now(path);
+        }
+        state = lock.lock().unwrap_or_else(|p| p.into_inner());
+        // A timed wait, not a sleep used as synchronisation: the beat is periodic by nature.
+        state = wake
+            .wait_timeout(state, heartbeat_interval())
+            .map(|(s, _)| s)
+            .unwrap_or_else(|p| p.into_inner().0);
+    }
+}
+
+/// Sets a path's mtime to now (the server's clock on NFS: `UTIME_NOW`). Best effort: a path
+/// already committed or removed is simply gone.
+fn touch_now(path: &Path) {
+    let now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_NOW,
+    };
+    let stamps = rustix::fs::Timestamps {
+        last_access: now,
+        last_modification: now,
+    };
+    let _ = rustix::fs::utimensat(rustix::fs::CWD, path, &stamps, AtFlags::SYMLINK_NOFOLLOW);
+}
+
+/// A staging directory of this process: durable-fs's, plus a heartbeat under the shared
+/// protocol.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    inner: durable_fs::StagingDir,
+    beat: Option<Heartbeat>,
+}
+
+impl Staging {
+    pub(crate) fn new(inner: durable_fs::StagingDir, protocol: Protocol) -> Staging {
+        let beat = (protocol == Protocol::Shared).then(|| Heartbeat::start(inner.path()));
+        Staging { inner, beat }
+    }
+
+    /// Where to build.
+    pub(crate) fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    /// See [`durable_fs::StagingDir::commit_noreplace`].
+    pub(crate) fn commit_noreplace(
+        mut self,
+        target: impl AsRef<Path>,
+    ) -> durable_fs::Result<durable_fs::PublishOutcome> {
+        let _beat = self.beat.take();
+        self.inner.commit_noreplace(target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn a_heartbeat_refreshes_the_staging_mtime() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let staging = Staging::new(
+            durable_fs::StagingDir::new_in(dir.path()).expect("staging"),
+            Protocol::Shared,
+        );
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::open(staging.path())
+            .and_then(|f| f.set_modified(old))
+            .expect("age the staging directory");
+        // The beat thread wakes on every new heartbeat; wait (bounded) for its touch.
+        let _second = Heartbeat::start(staging.path());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let mtime = std::fs::metadata(staging.path())
+                .expect("stat")
+                .modified()
+                .expect("mtime");
+            if SystemTime::now()
+                .duration_since(mtime)
+                .unwrap_or(Duration::ZERO)
+                < Duration::from_secs(60)
+            {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no heartbeat within 10 s"
+            );
+            std::thread::yield_now();
+        }
+    }
+}
