@@ -85,6 +85,36 @@ pub(crate) fn variant_of(inputs: &Inputs) -> Digest {
 }
 
 impl Meta {
+    /// The metadata of a kernel entry for `prepared` whose compile depended on `inputs` and
+    /// produced an artifact of this size and digest: one constructor for builds and fetches.
+    pub(crate) fn for_kernel(
+        spec: &crate::spec::KernelSpec,
+        prepared: &crate::key::Prepared,
+        inputs: &Inputs,
+        artifact: (u64, Digest),
+        compile_ms: u64,
+        host: String,
+    ) -> Meta {
+        Meta {
+            format: crate::key::CACHE_FORMAT,
+            name: spec.name.clone(),
+            key: prepared.key,
+            variant: variant_of(inputs),
+            slot: prepared.slot,
+            kind: spec.kind.name().to_string(),
+            artifact_file: artifact_file_name(spec.kind),
+            artifact_size: artifact.0,
+            artifact_digest: artifact.1,
+            headers: inputs.headers.clone(),
+            absent: inputs.absent.clone(),
+            // The key's components; headers enter manifests only when two variants are compared.
+            manifest: prepared.manifest.clone(),
+            created_unix_ms: crate::host::now_ms(),
+            compile_ms,
+            host,
+        }
+    }
+
     /// The recorded inputs, taken out of the record.
     pub(crate) fn into_inputs(self) -> Inputs {
         Inputs {

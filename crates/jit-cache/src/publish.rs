@@ -20,10 +20,11 @@ use crate::evict::{evict_unpinned, move_to_trash};
 use crate::headers::Inputs;
 use crate::hooks;
 use crate::inputs::{record, Instant};
-use crate::key::{self, Prepared};
+use crate::key::Prepared;
 use crate::layout::Layout;
 use crate::records::{write_record, FailureRecord, SlotRecord};
 use crate::request::Request;
+use crate::staging::Staging;
 use crate::toolchain::Toolchain;
 use crate::unproven::Unproven;
 use durable_fs::PublishOutcome;
@@ -194,25 +195,18 @@ fn locked_build(
             })
         }
     };
-    let variant = entry::variant_of(&inputs);
-    let meta = Meta {
-        format: key::CACHE_FORMAT,
-        name: spec.name.clone(),
-        key: prepared.key,
-        variant,
-        slot: prepared.slot,
-        kind: spec.kind.name().to_string(),
-        artifact_file: artifact_name,
-        artifact_size: compiled.artifact_bytes.len() as u64,
-        artifact_digest: Digest::of_bytes(&compiled.artifact_bytes),
-        headers: inputs.headers.clone(),
-        absent: inputs.absent.clone(),
-        // The key's components; headers enter manifests only when two variants are compared.
-        manifest: prepared.manifest.clone(),
-        created_unix_ms: crate::host::now_ms(),
-        compile_ms: compiled.compile_ms,
-        host: crate::host::name(),
-    };
+    let meta = Meta::for_kernel(
+        spec,
+        prepared,
+        &inputs,
+        (
+            compiled.artifact_bytes.len() as u64,
+            Digest::of_bytes(&compiled.artifact_bytes),
+        ),
+        compiled.compile_ms,
+        crate::host::name(),
+    );
+    let variant = meta.variant;
     // What the compiler printed and read, for launchers (inside the entry's one rename).
     crate::compiler_record::write(
         staging.path(),
@@ -221,39 +215,22 @@ fn locked_build(
         &compiled.spelled,
         &prepared.search,
     );
-    hooks::point("writing-meta");
-    entry::write_meta(staging.path(), &meta)?;
-    layout.share_with_team(staging.path())?;
     if hooks::finished_in_place(&output, &meta)? {
         return open_published(
             layout, prepared, spec.kind, &variant, None, compiled, inputs,
         );
     }
-
-    let target = layout.entry_dir(&prepared.key, &variant);
-    if let Some(answer) = clear_target(
-        layout,
-        prepared,
-        spec.kind,
-        &target,
-        &compiled.artifact_bytes,
-        &inputs,
-    )? {
-        return Ok(Built::Answer(answer));
-    }
-    hooks::point("publishing");
-    let deferred = hooks::defer_artifact(&output);
-    let published = staging.commit_noreplace(&target)?;
-    hooks::point("published");
-    hooks::write_deferred(
-        deferred,
-        &target.join(&meta.artifact_file),
-        &compiled.artifact_bytes,
-    )?;
-    cache.save_stat_cache();
-    record_published(cache, layout, request, prepared, &variant, &inputs)?;
-    let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
-    layout.log_event("build", &spec.name, compiled.compile_ms);
+    let staged = Staged {
+        staging,
+        meta: &meta,
+        bytes: &compiled.artifact_bytes,
+        inputs: &inputs,
+        origin: Origin::Build,
+    };
+    let published = match publish_staged(cache, layout, request, prepared, staged)? {
+        Publication::Found(answer) => return Ok(Built::Answer(answer)),
+        Publication::Published(published) => published,
+    };
     crate::remote::share_build(cache, layout, &meta, &compiled.artifact_bytes, lease);
     let outcome = match reasons {
         Some(reasons) => Outcome::Rebuilt { reasons },
@@ -297,6 +274,79 @@ pub(crate) fn build_uncached(
         warning: Some(warning),
         inputs: None,
     })
+}
+
+/// What a publication puts in place: the staging directory holding the artifact (and, for a
+/// build, the compiler record), the entry's metadata, and what it depended on.
+pub(crate) struct Staged<'a> {
+    pub(crate) staging: Staging,
+    pub(crate) meta: &'a Meta,
+    pub(crate) bytes: &'a [u8],
+    pub(crate) inputs: &'a Inputs,
+    pub(crate) origin: Origin,
+}
+
+/// How an entry came to be published, as the event log says it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Origin {
+    Build,
+    Fetch,
+}
+
+impl Origin {
+    fn word(self) -> &'static str {
+        match self {
+            Origin::Build => "build",
+            Origin::Fetch => "fetch",
+        }
+    }
+}
+
+/// What [`publish_staged`] did.
+pub(crate) enum Publication {
+    /// The staged entry was renamed into place (or another writer's took the name first).
+    Published(PublishOutcome),
+    /// Another host's whole entry was already there (shared protocol): the answer, nothing
+    /// published.
+    Found(Answer),
+}
+
+/// The one publication step of a kernel entry, for builds and fetches alike, under the key's
+/// lock: `meta.json` written last, team modes, the target cleared, one no-replace rename (its
+/// fsyncs inside), then the stat cache saved, the note for other hosts, the slot record, old
+/// variants pruned, the key's failure record removed, the event logged.
+pub(crate) fn publish_staged(
+    cache: &Cache,
+    layout: &Layout,
+    request: &Request,
+    prepared: &Prepared,
+    staged: Staged<'_>,
+) -> Result<Publication> {
+    let Staged {
+        staging,
+        meta,
+        bytes,
+        inputs,
+        origin,
+    } = staged;
+    let kind = request.spec.kind;
+    hooks::point("writing-meta");
+    entry::write_meta(staging.path(), meta)?;
+    layout.share_with_team(staging.path())?;
+    let target = layout.entry_dir(&prepared.key, &meta.variant);
+    if let Some(answer) = clear_target(layout, prepared, kind, &target, bytes, inputs)? {
+        return Ok(Publication::Found(answer));
+    }
+    hooks::point("publishing");
+    let deferred = hooks::defer_artifact(&staging.path().join(&meta.artifact_file));
+    let published = staging.commit_noreplace(&target)?;
+    hooks::point("published");
+    hooks::write_deferred(deferred, &target.join(&meta.artifact_file), bytes)?;
+    cache.save_stat_cache();
+    record_published(cache, layout, request, prepared, &meta.variant, inputs)?;
+    let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
+    layout.log_event(origin.word(), &request.spec.name, meta.compile_ms);
+    Ok(Publication::Published(published))
 }
 
 /// A hit on an entry found in the cache.

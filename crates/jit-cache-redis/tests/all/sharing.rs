@@ -40,6 +40,20 @@ fn a_kernel_built_on_one_host_is_fetched_verified_and_published_on_another() {
         "the same artifact"
     );
     assert_eq!(builds(&b), 0, "host b compiled nothing");
+    // Published by the build's own publication step: logged as a fetch, as a build is logged.
+    let events = std::fs::read_to_string(
+        dir.path()
+            .join("b")
+            .join(jit_cache::FORMAT_DIR)
+            .join("state")
+            .join("events.log"),
+    )
+    .expect("b's event log");
+    assert_eq!(
+        events.lines().filter(|l| l.contains(" fetch ")).count(),
+        1,
+        "{events}"
+    );
     assert!(
         fetched.artifact.bytes() == uncached(1, dir.path()).as_slice(),
         "equal to an uncached compile"

@@ -11,9 +11,9 @@ use crate::cache::{Answer, Cache, Outcome};
 use crate::entry::{self, Meta};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
 use crate::headers::Inputs;
-use crate::key::{Prepared, CACHE_FORMAT};
+use crate::key::Prepared;
 use crate::layout::{Layout, Subdir};
-use crate::publish::Built;
+use crate::publish::{publish_staged, Built, Origin, Publication, Staged};
 use crate::records::{read_record, FailureRecord};
 use crate::request::Request;
 use fingerprint::Digest;
@@ -211,10 +211,8 @@ fn fetch(
     Ok(None)
 }
 
-/// Publishes verified remote bytes as a local entry, by the same steps as a local build: a
-/// staging directory with the artifact and `meta.json` last, team modes, the target cleared as
-/// for a build, one no-replace rename, the note, the slot record, variant pruning. Runs under
-/// the key's local lock.
+/// Publishes verified remote bytes as a local entry through the build's own publication step
+/// (`publish::publish_staged`). Runs under the key's local lock.
 fn publish_fetched(
     cache: &Cache,
     layout: &Layout,
@@ -225,42 +223,36 @@ fn publish_fetched(
     bytes: &[u8],
 ) -> Result<Answer> {
     let spec = &request.spec;
-    let variant = entry::variant_of(&inputs);
-    let artifact_file = entry::artifact_file_name(spec.kind);
+    let meta = Meta::for_kernel(
+        spec,
+        prepared,
+        &inputs,
+        (bytes.len() as u64, remote_variant.artifact_digest),
+        remote_variant.compile_ms,
+        remote_variant.host.clone(),
+    );
+    let variant = meta.variant;
     let staging = layout.new_staging_dir()?;
-    let artifact_path = staging.path().join(&artifact_file);
+    let artifact_path = staging.path().join(&meta.artifact_file);
     std::fs::write(&artifact_path, bytes)
         .map_err(|e| Error::io("write fetched artifact", &artifact_path, e))?;
-    let meta = Meta {
-        format: CACHE_FORMAT,
-        name: spec.name.clone(),
-        key: prepared.key,
-        variant,
-        slot: prepared.slot,
-        kind: spec.kind.name().to_string(),
-        artifact_file,
-        artifact_size: bytes.len() as u64,
-        artifact_digest: remote_variant.artifact_digest,
-        headers: inputs.headers.clone(),
-        absent: inputs.absent.clone(),
-        manifest: prepared.manifest.clone(),
-        created_unix_ms: crate::host::now_ms(),
-        compile_ms: remote_variant.compile_ms,
-        host: remote_variant.host.clone(),
-    };
-    entry::write_meta(staging.path(), &meta)?;
-    layout.share_with_team(staging.path())?;
     let target = layout.entry_dir(&prepared.key, &variant);
-    if let Some(answer) =
-        crate::publish::clear_target(layout, prepared, spec.kind, &target, bytes, &inputs)?
-    {
-        return Ok(Answer {
-            outcome: Outcome::Fetched,
-            ..answer
-        });
-    }
-    let published = staging.commit_noreplace(&target)?;
-    crate::publish::record_published(cache, layout, request, prepared, &variant, &inputs)?;
+    let staged = Staged {
+        staging,
+        meta: &meta,
+        bytes,
+        inputs: &inputs,
+        origin: Origin::Fetch,
+    };
+    let published = match publish_staged(cache, layout, request, prepared, staged)? {
+        Publication::Found(answer) => {
+            return Ok(Answer {
+                outcome: Outcome::Fetched,
+                ..answer
+            })
+        }
+        Publication::Published(published) => published,
+    };
     // Our own entry holds the bytes just verified: pin it without reading them again. Another
     // writer's (it published this very variant meanwhile) is opened and checked like any entry.
     let ours = match published {
