@@ -13,7 +13,8 @@
 //!   library finishes or fails it by its own protocol, so nothing half-made is published.
 //! - After `fork` (multiprocessing's fork start method), a child opens its own cache handle and
 //!   never uses, drops or releases what it inherited: no lock, batch or staging directory of
-//!   the parent's is published or removed by the child (`process.rs`).
+//!   the parent's is published or removed by the child, and the child's copies of the
+//!   descriptors that hold the parent's build locks are closed at once (`process.rs`).
 //!
 //! # Limitations
 //! - An interrupted compile runs to its end on its helper thread (its result is dropped): the
@@ -30,11 +31,18 @@ mod process;
 
 use pyo3::prelude::*;
 
+/// Registered with `os.register_at_fork(after_in_child=...)` by `jit_cache/__init__.py`.
+#[pyfunction]
+fn _after_fork_in_child() {
+    process::close_inherited_build_locks();
+}
+
 /// The module `jit_cache._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MANIFEST_FILE", fingerprint::MANIFEST_FILE)?;
+    m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;
     m.add_class::<cache::Cache>()?;
     m.add_class::<cache::Answer>()?;
     m.add_class::<cache::Source>()?;

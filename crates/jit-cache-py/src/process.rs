@@ -148,3 +148,55 @@ impl<T> Drop for ForkOwned<T> {
         }
     }
 }
+
+/// Called in a forked child (`os.register_at_fork`): closes the child's copies of descriptors
+/// that hold an exclusive `flock` on a directory of a cache's format directory (a staging
+/// directory a parent thread was building, whether still under `staging/` or just renamed
+/// into `entries/`).
+///
+/// The library releases a staging directory's lock by closing its descriptor. A `flock`
+/// belongs to the open file description, which the child's inherited copy keeps open: the
+/// parent's lock would then outlive its close, and the parent would wait forever for the shared
+/// pin it takes on the entry it just published. The child never uses these descriptors (it
+/// never touches the parent's objects, see the module's documentation), so closing them is
+/// safe. Descriptors of other files, and every lock not on such a directory, are left alone.
+pub(crate) fn close_inherited_build_locks() {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let format_dir = format!("/{}/", jit_cache::FORMAT_DIR);
+    let mut doomed = Vec::new();
+    for entry in fds.flatten() {
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy().into_owned();
+        let in_cache = ["staging/", "entries/"]
+            .iter()
+            .any(|sub| target.contains(&format!("{format_dir}{sub}")));
+        if !in_cache || !std::path::Path::new(&target).is_dir() {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+        let exclusive_flock = info
+            .lines()
+            .any(|l| l.starts_with("lock:") && l.contains("FLOCK") && l.contains("WRITE"));
+        if exclusive_flock {
+            doomed.push(fd);
+        }
+    }
+    for fd in doomed {
+        // SAFETY: the descriptor is the child's copy of one its parent's build held; nothing
+        // in the child uses or closes it (the objects that own it are never dropped here).
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
