@@ -603,12 +603,18 @@ impl Cache {
         max_size: Option<u64>,
         max_age: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mut policy = jit_cache::GcPolicy::default();
-        policy.max_bytes = max_size;
-        policy.max_age = max_age
-            .map(Duration::try_from_secs_f64)
-            .transpose()
-            .map_err(|e| PyValueError::new_err(format!("max_age: {e}")))?;
+        // `GcPolicy` has no builder: fields set on the default survive `#[non_exhaustive]`,
+        // which a struct literal would not.
+        #[allow(clippy::field_reassign_with_default)]
+        let policy = {
+            let mut policy = jit_cache::GcPolicy::default();
+            policy.max_bytes = max_size;
+            policy.max_age = max_age
+                .map(Duration::try_from_secs_f64)
+                .transpose()
+                .map_err(|e| PyValueError::new_err(format!("max_age: {e}")))?;
+            policy
+        };
         let handle = self.handle(py)?;
         match blocking::run(py, move || handle.gc(policy))? {
             Ok(report) => to_dict(py, &report),
