@@ -13,6 +13,7 @@ const BENCHED: &[&str] = &[
     "jit-cache",
     "launcher",
     "remote",
+    "python",
 ];
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -24,6 +25,10 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     // The benches need no pipeline packages (torch, FlashInfer: gigabytes).
     let paths = crate::setup::run(&["--no-pipelines".into()])?;
+    if krate == "python" {
+        // Python's `jit_cache` beside the Rust library and pure-Python peers (`python.rs`).
+        return crate::python::bench(&crate::python::venv_path(), &paths.nvcc, &args[1..]);
+    }
     let bench_name = krate.replace('-', "_");
     // The jit-cache bench times the `jit-cache` binary too, so it belongs to the CLI's crate.
     let package = match krate.as_str() {

