@@ -91,7 +91,7 @@ fn demo_flow_on(kind: FsKind) {
                     Outcome::Rebuilt { reasons } => assert!(
                         reasons
                             .iter()
-                            .any(|r| r.contains("header `tile.cuh` changed")),
+                            .any(|r| r.to_string().contains("header `tile.cuh` changed")),
                         "{}: the reason names the header: {reasons:?}",
                         kind.name()
                     ),

@@ -382,7 +382,9 @@ fn answer_json(spec: &KernelSpec, answer: &Answer) -> serde_json::Value {
         Outcome::Hit => ("hit", Vec::new()),
         Outcome::Built => ("built", Vec::new()),
         Outcome::Fetched => ("fetched", Vec::new()),
-        Outcome::Rebuilt { reasons } => ("rebuilt", reasons.clone()),
+        Outcome::Rebuilt { reasons } => {
+            ("rebuilt", reasons.iter().map(ToString::to_string).collect())
+        }
         _ => ("other", Vec::new()),
     };
     json!({

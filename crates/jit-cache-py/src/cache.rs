@@ -275,7 +275,9 @@ impl Answer {
         let (outcome, reasons) = match &answer.outcome {
             Outcome::Hit => ("hit", Vec::new()),
             Outcome::Built => ("built", Vec::new()),
-            Outcome::Rebuilt { reasons } => ("rebuilt", reasons.clone()),
+            Outcome::Rebuilt { reasons } => {
+                ("rebuilt", reasons.iter().map(ToString::to_string).collect())
+            }
             Outcome::Fetched => ("fetched", Vec::new()),
             _ => ("other", Vec::new()),
         };

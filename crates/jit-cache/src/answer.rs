@@ -2,6 +2,7 @@
 
 use crate::entry::Artifact;
 use crate::headers::Inputs;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// How a request was answered.
@@ -16,7 +17,7 @@ pub enum Outcome {
     /// for these reasons (cargo-style: "header `inc/tile.cuh` changed (blake3 1f2e.. -> 9a0b..)").
     Rebuilt {
         /// Why the earlier variant could not be used.
-        reasons: Vec<String>,
+        reasons: Vec<RebuildReason>,
     },
     /// Not in this host's cache: a variant another host built was fetched from the remote tier,
     /// verified (size and blake3) and published locally.
@@ -28,8 +29,54 @@ impl std::fmt::Display for Outcome {
         match self {
             Outcome::Hit => write!(f, "hit"),
             Outcome::Built => write!(f, "built"),
-            Outcome::Rebuilt { reasons } => write!(f, "rebuilt ({})", reasons.join("; ")),
+            Outcome::Rebuilt { reasons } => {
+                let reasons: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+                write!(f, "rebuilt ({})", reasons.join("; "))
+            }
             Outcome::Fetched => write!(f, "fetched"),
+        }
+    }
+}
+
+/// Why an earlier variant of a kernel did not serve, typed until it is printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RebuildReason {
+    /// An input changed: a key component (the source, a flag, the compiler, a variable) or a
+    /// header, as `fingerprint`'s diff of the two manifests says.
+    Changed(fingerprint::Change),
+    /// A header the earlier compile read is now shadowed by a file found earlier in the search.
+    Shadowed {
+        /// The header, as the compile found it.
+        header: PathBuf,
+        /// The file that now comes first.
+        by: PathBuf,
+    },
+    /// The earlier entry was there but unusable (corrupt), and was moved aside.
+    Unusable {
+        /// The entry's directory.
+        entry: PathBuf,
+        /// What was wrong with it.
+        why: String,
+    },
+    /// The earlier entry is gone (evicted or removed) and nothing else changed.
+    Gone,
+}
+
+impl std::fmt::Display for RebuildReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RebuildReason::Changed(change) => write!(f, "{change}"),
+            RebuildReason::Shadowed { header, by } => write!(
+                f,
+                "header `{}` is now shadowed by {}",
+                header.display(),
+                by.display()
+            ),
+            RebuildReason::Unusable { entry, why } => {
+                write!(f, "entry {} was unusable: {why}", entry.display())
+            }
+            RebuildReason::Gone => write!(f, "the earlier entry was evicted or removed"),
         }
     }
 }

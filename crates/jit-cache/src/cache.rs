@@ -6,7 +6,7 @@
 //! (the same key *and* the same search path), so two trees whose sources are identical never
 //! receive each other's artifact.
 
-pub use crate::answer::{Answer, Outcome};
+pub use crate::answer::{Answer, Outcome, RebuildReason};
 use crate::counters::Event;
 
 use crate::error::{CompileFailed, Error, Result};
@@ -188,7 +188,11 @@ impl Cache {
                 Some(nvcc) => nvcc.clone(),
                 None => nvcc::Nvcc::locate().map_err(|e| e.to_string())?,
             };
-            let state_dir = self.layout.as_ref().ok().map(|l| l.dir("state"));
+            let state_dir = self
+                .layout
+                .as_ref()
+                .ok()
+                .map(|l| l.dir(crate::layout::Subdir::State));
             Toolchain::probe(nvcc, state_dir.as_deref())
                 .map(Arc::new)
                 .map_err(|e| e.to_string())
@@ -404,7 +408,9 @@ impl Cache {
             Action::FailedBefore { failure }
         } else {
             match self.rebuild_reasons(layout, &prepared, &lookup) {
-                Some(reasons) => Action::Rebuild { reasons },
+                Some(reasons) => Action::Rebuild {
+                    reasons: reasons.iter().map(ToString::to_string).collect(),
+                },
                 None => Action::Build,
             }
         };
@@ -461,7 +467,7 @@ fn prune_stat_cache(stat: &mut StatCache) {
 
 fn stat_cache_file(layout: &Layout) -> PathBuf {
     layout
-        .dir("state")
+        .dir(crate::layout::Subdir::State)
         .join(format!("statcache-{}.json", crate::host::name()))
 }
 

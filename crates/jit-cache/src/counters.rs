@@ -82,7 +82,7 @@ impl Counters {
 /// The root's counts, summed over hosts: `hit`, `built`, `fetched`, `not-cached.<why>`.
 pub(crate) fn totals(layout: &Layout) -> BTreeMap<String, u64> {
     let mut totals = BTreeMap::new();
-    let Ok(listing) = std::fs::read_dir(layout.dir("state")) else {
+    let Ok(listing) = std::fs::read_dir(layout.dir(crate::layout::Subdir::State)) else {
         return totals;
     };
     for entry in listing.flatten() {

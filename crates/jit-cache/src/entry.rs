@@ -29,7 +29,9 @@ pub(crate) struct Meta {
     pub(crate) key: Digest,
     pub(crate) variant: Digest,
     pub(crate) slot: Digest,
-    pub(crate) kind: String,
+    /// The output kind, by its name (`cubin`, `ptx`, ...); another name is a corrupt entry.
+    #[serde(with = "kind_name")]
+    pub(crate) kind: nvcc::OutputKind,
     pub(crate) artifact_file: String,
     pub(crate) artifact_size: u64,
     pub(crate) artifact_digest: Digest,
@@ -42,6 +44,27 @@ pub(crate) struct Meta {
     pub(crate) created_unix_ms: u64,
     pub(crate) compile_ms: u64,
     pub(crate) host: String,
+}
+
+/// `meta.json` names the output kind as nvcc's option does.
+mod kind_name {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        kind: &nvcc::OutputKind,
+        to: S,
+    ) -> Result<S::Ok, S::Error> {
+        to.serialize_str(kind.name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        from: D,
+    ) -> Result<nvcc::OutputKind, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(from)?;
+        nvcc::OutputKind::from_name(&name)
+            .ok_or_else(|| D::Error::custom(format!("unknown kind `{name}`")))
+    }
 }
 
 /// The artifact's file name inside an entry.
@@ -101,7 +124,7 @@ impl Meta {
             key: prepared.key,
             variant: variant_of(inputs),
             slot: prepared.slot,
-            kind: spec.kind.name().to_string(),
+            kind: spec.kind,
             artifact_file: artifact_file_name(spec.kind),
             artifact_size: artifact.0,
             artifact_digest: artifact.1,

@@ -194,7 +194,7 @@ fn open_parent<'p>(layout: &Layout, path: &'p Path) -> Result<Option<(OwnedFd, &
         )
     };
     let relative = path
-        .strip_prefix(layout.dir(Subdir::Entries.name()))
+        .strip_prefix(layout.dir(Subdir::Entries))
         .map_err(|_| outside())?;
     let mut names = Vec::new();
     for component in relative.components() {

@@ -36,7 +36,7 @@ fn lock_key_waiting(layout: &Layout, key: &Digest, wait: durable_fs::Wait) -> Re
     {
         let path = layout.lock_file(key);
         let shown = layout
-            .dir("locks")
+            .dir(crate::layout::Subdir::Locks)
             .join(path.file_name().unwrap_or_default());
         crate::failpoints::KeyLock::acquire(&path, &shown, key, wait)
     }

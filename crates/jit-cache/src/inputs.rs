@@ -45,8 +45,7 @@ const MAX_WALK_FILES: usize = 10_000;
 /// than the coarse clock's reading at the time, and the coarse clock's next value (the tick's
 /// nominal time) may still be earlier than that ctime when the tick is handled late (a VM).
 pub(crate) fn asked_now() -> Instant {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
-    (ts.tv_sec, ts.tv_nsec)
+    Instant::now(rustix::time::ClockId::Realtime)
 }
 
 /// The start of a compile asked for at `asked` ([`asked_now`]): a value of the coarse clock
@@ -78,8 +77,12 @@ pub(crate) fn compile_start(asked: Instant) -> Instant {
 pub(crate) fn changed_since(path: &Path, since: Instant) -> bool {
     match rustix::fs::stat(path) {
         Ok(st) => {
-            (st.st_ctime, st.st_ctime_nsec as i64) >= since
-                || (st.st_mtime, st.st_mtime_nsec as i64) >= since
+            let at = |secs: i64, nanos: u64| Instant {
+                secs,
+                nanos: nanos as i64,
+            };
+            at(st.st_ctime, st.st_ctime_nsec as u64) >= since
+                || at(st.st_mtime, st.st_mtime_nsec as u64) >= since
         }
         Err(_) => true,
     }

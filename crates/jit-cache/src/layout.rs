@@ -198,8 +198,8 @@ impl Layout {
     }
 
     /// A subdirectory's path, for display and for paths handed to other processes (nvcc).
-    pub(crate) fn dir(&self, sub: &str) -> PathBuf {
-        self.base.join(sub)
+    pub(crate) fn dir(&self, sub: Subdir) -> PathBuf {
+        self.base.join(sub.name())
     }
 
     /// The descriptor of a subdirectory, opened at [`Layout::open`].
@@ -316,7 +316,7 @@ impl Layout {
     /// Under the shared protocol a heartbeat keeps its mtime fresh while it lives, so that no
     /// other host's sweep takes it for a dead builder's (`liveness.rs`).
     pub(crate) fn new_staging_dir(&self) -> Result<Staging> {
-        let staging = durable_fs::StagingDir::new_in(self.dir("staging"))?;
+        let staging = durable_fs::StagingDir::new_in(self.dir(Subdir::Staging))?;
         if self.mode == RootMode::Team {
             let path = staging.path();
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o2770))

@@ -121,7 +121,7 @@ mod toolchain;
 mod unproven;
 
 pub use batch::Progress;
-pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome};
+pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome, RebuildReason};
 pub use compiler_record::{CompilerRecord, Prerequisite};
 pub use entry::Artifact;
 pub use error::{CompileFailed, Error, FailureCause, Result};

@@ -221,27 +221,33 @@ pub(crate) fn note_published(
     key: &fingerprint::Digest,
     variant: &fingerprint::Digest,
 ) {
-    write_note(
-        layout,
-        key,
-        "published",
-        &crate::layout::variant_dir_name(variant),
-    );
+    write_note(layout, key, Note::Published(variant));
 }
 
 /// Eviction (under the key's lock) replaces a publication note of the key it evicted, so that
 /// no waiter waits for an entry that is gone.
 pub(crate) fn note_evicted(layout: &crate::layout::Layout, key: &fingerprint::Digest) {
-    write_note(layout, key, "evicted", "-");
+    write_note(layout, key, Note::Evicted);
 }
 
-fn write_note(
-    layout: &crate::layout::Layout,
-    key: &fingerprint::Digest,
-    what: &str,
-    variant: &str,
-) {
+/// What a key's lock file notes.
+enum Note<'a> {
+    /// This variant of the key was published.
+    Published(&'a fingerprint::Digest),
+    /// The key's entry was evicted.
+    Evicted,
+}
+
+/// The first word of each note, as [`await_noted_entry`] reads it back.
+const PUBLISHED: &str = "published";
+const EVICTED: &str = "evicted";
+
+fn write_note(layout: &crate::layout::Layout, key: &fingerprint::Digest, note: Note<'_>) {
     use std::os::unix::fs::FileExt;
+    let (what, variant) = match note {
+        Note::Published(variant) => (PUBLISHED, crate::layout::variant_dir_name(variant)),
+        Note::Evicted => (EVICTED, "-".to_string()),
+    };
     let mut record = format!(
         "jit-cache {what} v2 {} {variant} {}",
         key.to_hex(),
@@ -286,7 +292,7 @@ pub(crate) fn await_noted_entry<T>(
     let text = std::str::from_utf8(&note[..read]).ok()?;
     let mut fields = text.split_whitespace();
     let header = [fields.next()?, fields.next()?, fields.next()?];
-    if header != ["jit-cache", "published", "v2"] || fields.next()? != key.to_hex() {
+    if header != ["jit-cache", PUBLISHED, "v2"] || fields.next()? != key.to_hex() {
         return None;
     }
     let variant = fields.next()?.to_string();

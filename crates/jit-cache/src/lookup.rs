@@ -1,6 +1,7 @@
 //! Looking in the cache: the variants of a key, a recorded failure, and why an earlier variant
 //! no longer serves.
 
+use crate::answer::RebuildReason;
 use crate::cache::Cache;
 use crate::entry::{self, Artifact, Meta, Unusable};
 use crate::error::CompileFailed;
@@ -86,7 +87,7 @@ impl Cache {
         layout: &Layout,
         prepared: &Prepared,
         lookup: &Lookup,
-    ) -> Option<Vec<String>> {
+    ) -> Option<Vec<RebuildReason>> {
         let record: SlotRecord = read_record(&layout.slot_file(&prepared.slot))?;
         let mut before = record.manifest.clone();
         for header in &record.headers {
@@ -115,25 +116,28 @@ impl Cache {
                 }
             }
         });
-        let mut reasons: Vec<String> = fingerprint::diff(&before, &now)
-            .iter()
-            .map(ToString::to_string)
+        let mut reasons: Vec<RebuildReason> = fingerprint::diff(&before, &now)
+            .into_iter()
+            .map(RebuildReason::Changed)
             .collect();
-        reasons.extend(
-            lookup
-                .mismatches
-                .iter()
-                .filter(|m| matches!(m, Mismatch::Shadowed { .. }))
-                .map(ToString::to_string),
-        );
+        reasons.extend(lookup.mismatches.iter().filter_map(|m| match m {
+            Mismatch::Shadowed { name, by } => Some(RebuildReason::Shadowed {
+                header: name.clone(),
+                by: by.clone(),
+            }),
+            _ => None,
+        }));
         reasons.extend(
             lookup
                 .corrupt
                 .iter()
-                .map(|(dir, why)| format!("entry {} was unusable: {why}", dir.display())),
+                .map(|(dir, why)| RebuildReason::Unusable {
+                    entry: dir.clone(),
+                    why: why.clone(),
+                }),
         );
         if reasons.is_empty() {
-            reasons.push("the earlier entry was evicted or removed".to_string());
+            reasons.push(RebuildReason::Gone);
         }
         reasons.dedup();
         Some(reasons)

@@ -350,20 +350,12 @@ fn problem(dir: &Path, meta: Result<Described>) -> Option<String> {
             }
         }
         Ok(Described::Kernel(meta)) => {
-            let kind = nvcc::OutputKind::from_name(&meta.kind);
             let variant = crate::layout::variant_dir_name(&meta.variant);
-            let checked = kind
-                .ok_or_else(|| format!("unknown kind `{}`", meta.kind))
-                .and_then(|kind| {
-                    entry::open_entry(dir, &meta.key, &variant)
-                        .and_then(|open| open.load(kind))
-                        .map(|_| ())
-                        .map_err(|u| match u {
-                            entry::Unusable::Absent => "vanished".to_string(),
-                            entry::Unusable::Corrupt(why) => why,
-                        })
-                });
-            checked.err().filter(|why| why != "vanished")
+            match entry::open_entry(dir, &meta.key, &variant).and_then(|open| open.load(meta.kind))
+            {
+                Ok(_) | Err(entry::Unusable::Absent) => None,
+                Err(entry::Unusable::Corrupt(why)) => Some(why),
+            }
         }
     }
 }
@@ -372,7 +364,7 @@ fn problem(dir: &Path, meta: Result<Described>) -> Option<String> {
 /// from the `entries/` descriptor without following symlinks. One key directory is open at a
 /// time.
 fn for_each_key_dir(layout: &Layout, mut visit: impl FnMut(&Path, &OwnedFd)) {
-    let entries = layout.dir(Subdir::Entries.name());
+    let entries = layout.dir(Subdir::Entries);
     let Ok(shards) = std::fs::read_dir(layout.pinned(Subdir::Entries)) else {
         return;
     };
@@ -403,7 +395,7 @@ fn for_each_key_dir(layout: &Layout, mut visit: impl FnMut(&Path, &OwnedFd)) {
 
 fn key_dirs(layout: &Layout) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    let Ok(shards) = std::fs::read_dir(layout.dir("entries")) else {
+    let Ok(shards) = std::fs::read_dir(layout.dir(Subdir::Entries)) else {
         return dirs;
     };
     for shard in shards.flatten() {
@@ -457,7 +449,7 @@ fn info(dir: &Path, meta: Described) -> Option<EntryInfo> {
             let stat = std::fs::symlink_metadata(dir.join(&meta.artifact_file)).ok()?;
             Some(EntryInfo {
                 name: meta.name,
-                kind: meta.kind,
+                kind: meta.kind.name().to_string(),
                 key: meta.key.to_hex(),
                 path: dir.to_path_buf(),
                 bytes: stat.len(),

@@ -87,7 +87,13 @@ fn parse_signed(text: &[u8]) -> Option<i64> {
 
 fn stamp_text(stamp: Option<StatStamp>, out: &mut String) {
     match stamp {
-        Some(StatStamp(dev, ino, size, mtime, ctime)) => {
+        Some(StatStamp {
+            dev,
+            ino,
+            size,
+            mtime_ns: mtime,
+            ctime_ns: ctime,
+        }) => {
             let _ = write!(out, "{dev}.{ino}.{size}.{mtime}.{ctime}");
         }
         None => out.push('-'),
@@ -99,13 +105,13 @@ fn parse_stamp(text: &str) -> Option<Option<StatStamp>> {
         return Some(None);
     }
     let mut n = text.as_bytes().split(|&b| b == b'.');
-    let stamp = StatStamp(
-        parse_decimal(n.next()?)?,
-        parse_decimal(n.next()?)?,
-        parse_decimal(n.next()?)?,
-        parse_signed(n.next()?)?,
-        parse_signed(n.next()?)?,
-    );
+    let stamp = StatStamp {
+        dev: parse_decimal(n.next()?)?,
+        ino: parse_decimal(n.next()?)?,
+        size: parse_decimal(n.next()?)?,
+        mtime_ns: parse_signed(n.next()?)?,
+        ctime_ns: parse_signed(n.next()?)?,
+    };
     n.next().is_none().then_some(Some(stamp))
 }
 
@@ -282,7 +288,13 @@ mod tests {
                 base: Base::Include(3),
                 rel: "dir with space/tile%.cuh".into(),
                 digest: Digest::of_bytes(b"a"),
-                stamp: Some(StatStamp(1, 2, 3, -4, 5)),
+                stamp: Some(StatStamp {
+                    dev: 1,
+                    ino: 2,
+                    size: 3,
+                    mtime_ns: -4,
+                    ctime_ns: 5,
+                }),
             },
             HeaderRecord {
                 base: Base::SourceDir,
@@ -305,7 +317,13 @@ mod tests {
             base: Base::Quote(0),
             dir: PathBuf::new(),
             names: vec!["a b.h".into(), PathBuf::from(OsStr::from_bytes(b"c\x01.h"))],
-            stamp: Some(StatStamp(1, 2, 3, 4, 5)),
+            stamp: Some(StatStamp {
+                dev: 1,
+                ino: 2,
+                size: 3,
+                mtime_ns: 4,
+                ctime_ns: 5,
+            }),
         };
         let text = absence_to_text(&group);
         assert_eq!(absence_from_text(&text), Some(group), "{text}");

@@ -23,25 +23,44 @@ use std::path::Path;
 
 use crate::fstype::FsType;
 
-/// A point on the kernel's coarse realtime clock, the one file timestamps are taken from.
-pub(crate) type Instant = (i64, i64);
+/// A point on a realtime clock, as file timestamps carry it (ordered as time is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Instant {
+    pub(crate) secs: i64,
+    pub(crate) nanos: i64,
+}
 
-/// Now, on the clock file timestamps use: a file changed after this call has a ctime at or after
-/// the value returned (it may share the tick of a change made just before).
+impl Instant {
+    /// The clock `id`'s reading now.
+    pub(crate) fn now(id: rustix::time::ClockId) -> Instant {
+        let ts = rustix::time::clock_gettime(id);
+        Instant {
+            secs: ts.tv_sec,
+            nanos: ts.tv_nsec,
+        }
+    }
+
+    fn as_nanos(self) -> i64 {
+        self.secs * NS_PER_S + self.nanos
+    }
+}
+
+/// Now, on the kernel's coarse realtime clock, the one file timestamps are taken from: a file
+/// changed after this call has a ctime at or after the value returned (it may share the tick of
+/// a change made just before).
 pub(crate) fn coarse_now() -> Instant {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-    (ts.tv_sec, ts.tv_nsec)
+    Instant::now(rustix::time::ClockId::RealtimeCoarse)
 }
 
 /// A file's identity for revalidation: device, inode, size, mtime and ctime in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StatStamp(
-    pub(crate) u64,
-    pub(crate) u64,
-    pub(crate) u64,
-    pub(crate) i64,
-    pub(crate) i64,
-);
+pub(crate) struct StatStamp {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) ctime_ns: i64,
+}
 
 const NS_PER_S: i64 = 1_000_000_000;
 
@@ -79,13 +98,13 @@ impl StatStamp {
     /// Stats `path` (following symlinks, as the compiler did).
     pub(crate) fn of(path: &Path) -> Option<StatStamp> {
         let st = rustix::fs::stat(path).ok()?;
-        Some(StatStamp(
-            st.st_dev,
-            st.st_ino,
-            st.st_size as u64,
-            st.st_mtime as i64 * NS_PER_S + st.st_mtime_nsec as i64,
-            st.st_ctime as i64 * NS_PER_S + st.st_ctime_nsec as i64,
-        ))
+        Some(StatStamp {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size as u64,
+            mtime_ns: st.st_mtime as i64 * NS_PER_S + st.st_mtime_nsec as i64,
+            ctime_ns: st.st_ctime as i64 * NS_PER_S + st.st_ctime_nsec as i64,
+        })
     }
 
     /// Like [`StatStamp::of`], with the attributes the file's server holds now (`statx` with
@@ -100,21 +119,21 @@ impl StatStamp {
         )
         .ok()?;
         let dev = rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor);
-        Some(StatStamp(
+        Some(StatStamp {
             dev,
-            st.stx_ino,
-            st.stx_size,
-            st.stx_mtime.tv_sec * NS_PER_S + i64::from(st.stx_mtime.tv_nsec),
-            st.stx_ctime.tv_sec * NS_PER_S + i64::from(st.stx_ctime.tv_nsec),
-        ))
+            ino: st.stx_ino,
+            size: st.stx_size,
+            mtime_ns: st.stx_mtime.tv_sec * NS_PER_S + i64::from(st.stx_mtime.tv_nsec),
+            ctime_ns: st.stx_ctime.tv_sec * NS_PER_S + i64::from(st.stx_ctime.tv_nsec),
+        })
     }
 
     fn newest(&self) -> i64 {
-        self.3.max(self.4)
+        self.mtime_ns.max(self.ctime_ns)
     }
 
     fn whole_seconds(&self) -> bool {
-        self.3.rem_euclid(NS_PER_S) == 0 || self.4.rem_euclid(NS_PER_S) == 0
+        self.mtime_ns.rem_euclid(NS_PER_S) == 0 || self.ctime_ns.rem_euclid(NS_PER_S) == 0
     }
 }
 
@@ -133,9 +152,8 @@ pub(crate) struct Settling {
 impl Settling {
     /// Reads the coarse clock: make it *before* the files whose stamps it judges are read.
     pub(crate) fn start() -> Settling {
-        let (secs, nanos): Instant = coarse_now();
         Settling {
-            started: secs * NS_PER_S + nanos,
+            started: coarse_now().as_nanos(),
             kernel_clock: HashMap::new(),
         }
     }
@@ -147,7 +165,7 @@ impl Settling {
 
     /// Whether `stamp`, of `path`, taken after [`Settling::start`], can be trusted later.
     pub(crate) fn settled(&mut self, path: &Path, stamp: &StatStamp) -> bool {
-        let kernel_clock = *self.kernel_clock.entry(stamp.0).or_insert_with(|| {
+        let kernel_clock = *self.kernel_clock.entry(stamp.dev).or_insert_with(|| {
             // The device's type, read through this path (a statfs per device, not per file).
             KERNEL_CLOCK_FILESYSTEMS.contains(&FsType::of(path).name)
         });
@@ -195,7 +213,13 @@ mod tests {
     const T: i64 = 1_700_000_000 * NS_PER_S;
 
     fn stamp(mtime: i64, ctime: i64) -> StatStamp {
-        StatStamp(1, 2, 3, mtime, ctime)
+        StatStamp {
+            dev: 1,
+            ino: 2,
+            size: 3,
+            mtime_ns: mtime,
+            ctime_ns: ctime,
+        }
     }
 
     #[test]

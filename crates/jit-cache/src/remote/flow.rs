@@ -386,7 +386,7 @@ fn update_manifest(
         let merged = RemoteManifest::merged(
             current.as_deref(),
             &meta.key,
-            &meta.kind,
+            meta.kind.name(),
             variant.clone(),
             remote.policy.max_variants,
         );

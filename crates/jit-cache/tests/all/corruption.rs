@@ -23,7 +23,7 @@ fn expect_rebuilt_with(cache_dir: &Path, what: &str) {
     match cache.get_or_build(&spec()).expect("rebuild").outcome {
         Outcome::Rebuilt { reasons } => {
             assert!(
-                reasons.iter().any(|r| r.contains(what)),
+                reasons.iter().any(|r| r.to_string().contains(what)),
                 "reason mentions `{what}`: {reasons:?}"
             )
         }

@@ -22,7 +22,7 @@ fn content_replaced_under_an_older_mtime_is_rebuilt_flashinfer_4489() {
     match cache.get_or_build(&spec).expect("second build").outcome {
         Outcome::Rebuilt { reasons } => {
             assert!(
-                reasons.iter().any(|r| r.contains("k.cu")),
+                reasons.iter().any(|r| r.to_string().contains("k.cu")),
                 "the reason names the source: {reasons:?}"
             )
         }
@@ -95,12 +95,23 @@ fn a_changed_header_rebuilds_naming_it_and_an_unrelated_header_does_not() {
             .expect("after header edit")
             .outcome
         {
-            Outcome::Rebuilt { reasons } => assert!(
-                reasons
-                    .iter()
-                    .any(|r| r.contains("header `tile.cuh` changed")),
-                "reason names the header: {reasons:?}"
-            ),
+            Outcome::Rebuilt { reasons } => {
+                // Typed until printed: a changed component named for the header, then its words.
+                assert!(
+                    reasons.iter().any(|r| matches!(
+                        r,
+                        jit_cache::RebuildReason::Changed(fingerprint::Change::Changed { name, .. })
+                            if name.contains("tile.cuh")
+                    )),
+                    "reason names the header: {reasons:?}"
+                );
+                assert!(
+                    reasons
+                        .iter()
+                        .any(|r| r.to_string().contains("header `tile.cuh` changed")),
+                    "{reasons:?}"
+                );
+            }
             Outcome::Hit => {} // the second handle sees the first's rebuild: fine, it is fresh
             other => panic!("a changed header must rebuild, got {other:?}"),
         }
@@ -163,7 +174,7 @@ fn a_header_added_earlier_in_the_include_path_shadows_and_rebuilds() {
     {
         Outcome::Rebuilt { reasons } => {
             assert!(
-                reasons.iter().any(|r| r.contains("tile.cuh")),
+                reasons.iter().any(|r| r.to_string().contains("tile.cuh")),
                 "the reason names the header: {reasons:?}"
             )
         }
@@ -192,7 +203,10 @@ fn an_env_var_that_changes_nvcc_output_is_in_the_key() {
         .outcome
     {
         Outcome::Rebuilt { reasons } => {
-            assert!(reasons.iter().any(|r| r.contains("mylib")), "{reasons:?}")
+            assert!(
+                reasons.iter().any(|r| r.to_string().contains("mylib")),
+                "{reasons:?}"
+            )
         }
         other => panic!("a changed extra component must rebuild, got {other:?}"),
     }
@@ -218,7 +232,9 @@ fn an_env_var_changed_inside_the_process_rebuilds_with_the_same_handle() {
     std::env::remove_var("NVCC_APPEND_FLAGS");
     match outcome {
         Outcome::Rebuilt { reasons } => assert!(
-            reasons.iter().any(|r| r.contains("NVCC_APPEND_FLAGS")),
+            reasons
+                .iter()
+                .any(|r| r.to_string().contains("NVCC_APPEND_FLAGS")),
             "the reason names the variable: {reasons:?}"
         ),
         other => panic!("a changed NVCC_APPEND_FLAGS must rebuild, got {other:?}"),
