@@ -77,12 +77,9 @@ pub(crate) fn compile_start(asked: Instant) -> Instant {
 pub(crate) fn changed_since(path: &Path, since: Instant) -> bool {
     match rustix::fs::stat(path) {
         Ok(st) => {
-            let at = |secs: i64, nanos: u64| Instant {
-                secs,
-                nanos: nanos as i64,
-            };
-            at(st.st_ctime, st.st_ctime_nsec as u64) >= since
-                || at(st.st_mtime, st.st_mtime_nsec as u64) >= since
+            let at = |secs: i64, nanos: i64| Instant { secs, nanos };
+            at(st.st_ctime, st.st_ctime_nsec as i64) >= since
+                || at(st.st_mtime, st.st_mtime_nsec as i64) >= since
         }
         Err(_) => true,
     }
