@@ -169,6 +169,13 @@ impl Cache {
         &self.root
     }
 
+    /// The root's protocol (local when the root is unusable: nothing is shared then).
+    pub(crate) fn protocol(&self) -> crate::fstype::Protocol {
+        self.layout
+            .as_ref()
+            .map_or(crate::fstype::Protocol::Local, |layout| layout.protocol)
+    }
+
     /// The keyed store on this root ([`crate::store`]): its entries live beside the kernels,
     /// under the same protocol, and this handle's `gc`, `verify`, `entries` and `stats` cover
     /// them too.

@@ -6,6 +6,7 @@
 //! mix two entries, and nothing is reached through a symlink.
 
 use crate::error::{Error, Result};
+use crate::fstype::Protocol;
 use crate::headers::{AbsenceGroup, HeaderRecord, Inputs};
 use crate::layout::variant_dir_name;
 use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use};
@@ -218,15 +219,19 @@ impl Artifact {
 
     /// Re-pins a published entry for a memo hit: opens its directory, takes the shared lock and
     /// checks the path still names it. None when it was evicted or replaced meanwhile.
-    pub(crate) fn repin(bytes: Arc<[u8]>, path: &Path, kind: nvcc::OutputKind) -> Option<Artifact> {
+    pub(crate) fn repin(
+        bytes: Arc<[u8]>,
+        path: &Path,
+        kind: nvcc::OutputKind,
+        protocol: Protocol,
+    ) -> Option<Artifact> {
         let dir = path.parent()?;
         let fd = lock_dir(dir).ok()?;
         // Under the shared protocol the memo's re-pin refreshes the stamp too, before the path
-        // check (see `open_entry`): another host's eviction sees only that. A process with no
-        // shared root skips this.
-        if crate::fstype::any_shared_device() {
+        // check (see `open_entry`): another host's eviction sees only that.
+        if protocol == Protocol::Shared {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
-                touch_last_use(&fd, name);
+                touch_last_use(&fd, name, protocol);
             }
         }
         if !still_names(&fd, dir) {
@@ -268,6 +273,7 @@ pub(crate) struct OpenEntry {
     fd: OwnedFd,
     /// Whether the last-use stamp was refreshed at open (shared protocol) rather than at load.
     stamped: bool,
+    protocol: Protocol,
 }
 
 /// Opens the entry at `dir`, pins it, and reads and checks its `meta.json` against the key and
@@ -276,6 +282,7 @@ pub(crate) fn open_entry(
     dir: &Path,
     key: &Digest,
     variant_dir: &str,
+    protocol: Protocol,
 ) -> std::result::Result<OpenEntry, Unusable> {
     let fd = lock_dir(dir)?;
     let meta = match read_at(&fd, META_FILE) {
@@ -292,12 +299,12 @@ pub(crate) fn open_entry(
     // then checks it again and puts the entry back if it moved (`evict.rs`), so a stamp refreshed
     // here before our check is seen by that second look, and a move before our check fails it.
     // Elsewhere it only orders eviction, and is refreshed once the artifact proved whole.
-    let stamped = crate::fstype::any_shared_device()
+    let stamped = protocol == Protocol::Shared
         && meta
             .as_ref()
             .is_ok_and(|meta| is_plain_name(&meta.artifact_file));
     if let (true, Ok(meta)) = (stamped, &meta) {
-        touch_last_use(&fd, &meta.artifact_file);
+        touch_last_use(&fd, &meta.artifact_file, protocol);
     }
     // Eviction renames an entry aside under an exclusive lock; if that happened between our open
     // and our lock, the path now names something else (or nothing): a miss, whatever was read.
@@ -318,6 +325,7 @@ pub(crate) fn open_entry(
         dir: dir.to_path_buf(),
         fd,
         stamped,
+        protocol,
     })
 }
 
@@ -349,7 +357,7 @@ impl OpenEntry {
             ));
         }
         if !self.stamped {
-            touch_last_use(&self.fd, &expected_file);
+            touch_last_use(&self.fd, &expected_file, self.protocol);
         }
         let path = self.dir.join(&expected_file);
         let artifact = Artifact {

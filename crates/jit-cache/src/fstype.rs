@@ -8,9 +8,7 @@
 //! host could remove. Detection reads the `statfs` magic once, when the root is opened; the hit
 //! path never asks again.
 
-use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
 
 /// How the cache decides whether other hosts may share its root.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -108,38 +106,6 @@ pub(crate) fn protocol(sharing: Sharing, fs: FsType) -> Protocol {
         Sharing::Detect if fs.may_be_shared => Protocol::Shared,
         Sharing::Detect => Protocol::Local,
     }
-}
-
-/// Devices of roots opened with the shared protocol in this process. A hit consults it only when
-/// an entry's last-use stamp is older than the shared refresh interval, so a hit on a local
-/// filesystem costs nothing more.
-fn shared_devices() -> &'static Mutex<HashSet<u64>> {
-    static DEVICES: OnceLock<Mutex<HashSet<u64>>> = OnceLock::new();
-    DEVICES.get_or_init(|| Mutex::new(HashSet::new()))
-}
-
-static ANY_SHARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether any root of this process follows the shared protocol (one atomic load).
-pub(crate) fn any_shared_device() -> bool {
-    ANY_SHARED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Records that roots on `dev` follow the shared protocol.
-pub(crate) fn register_shared_device(dev: u64) {
-    ANY_SHARED.store(true, std::sync::atomic::Ordering::Relaxed);
-    shared_devices()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(dev);
-}
-
-/// Whether a root on `dev` was opened with the shared protocol in this process.
-pub(crate) fn is_shared_device(dev: u64) -> bool {
-    shared_devices()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .contains(&dev)
 }
 
 #[cfg(test)]

@@ -155,25 +155,13 @@ impl Layout {
             });
         }
         layout.dirs = Arc::new(OpenDirs { fds, via_proc });
-        layout.note_protocol();
         Ok(layout)
     }
 
     /// Applies the caller's choice of protocol (an explicit choice beats detection).
     pub(crate) fn with_sharing(mut self, sharing: Sharing) -> Layout {
         self.protocol = crate::fstype::protocol(sharing, self.fs);
-        self.note_protocol();
         self
-    }
-
-    /// Tells the hit path (which sees only descriptors) that entries on this device follow the
-    /// shared protocol's stamp refresh.
-    fn note_protocol(&self) {
-        if self.protocol == Protocol::Shared {
-            if let Ok(stat) = rustix::fs::fstat(self.dir_fd(Subdir::Entries)) {
-                crate::fstype::register_shared_device(stat.st_dev);
-            }
-        }
     }
 
     /// Creates a directory inside the root durably when it is missing, refuses a symlink or file

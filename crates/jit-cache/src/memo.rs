@@ -148,7 +148,7 @@ impl Memos {
             }
         };
         let artifact = if valid {
-            Artifact::repin(memo.bytes, &memo.path, memo.kind)
+            Artifact::repin(memo.bytes, &memo.path, memo.kind, cache.protocol())
         } else {
             None
         };

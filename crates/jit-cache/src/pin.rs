@@ -6,6 +6,7 @@
 //! everything relative to the descriptor. Under the shared protocol the last-use stamp, which
 //! other hosts see, is refreshed before the path check (`liveness.rs`).
 
+use crate::fstype::Protocol;
 use rustix::fd::OwnedFd;
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::io::Read;
@@ -60,8 +61,9 @@ pub(crate) fn is_plain_name(name: &str) -> bool {
 pub(crate) const LAST_USE_INTERVAL_SECS: i64 = 3600;
 
 /// Refreshes the artifact's access time (the last-use stamp eviction orders by) when it is older
-/// than [`LAST_USE_INTERVAL_SECS`]. Best effort: a read-only cache still serves hits.
-pub(crate) fn touch_last_use(dir: &OwnedFd, artifact: &str) {
+/// than [`LAST_USE_INTERVAL_SECS`], or, under the shared protocol, than the pin refresh.
+/// Best effort: a read-only cache still serves hits.
+pub(crate) fn touch_last_use(dir: &OwnedFd, artifact: &str, protocol: Protocol) {
     let Ok(stat) = rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
         return;
     };
@@ -74,9 +76,8 @@ pub(crate) fn touch_last_use(dir: &OwnedFd, artifact: &str) {
         return;
     }
     // Under the shared protocol the stamp is also the pin other hosts can see (`liveness.rs`):
-    // it is refreshed every minute there. The device lookup happens only for stamps older than
-    // that, so a hit of a fresh entry costs nothing more.
-    if age < LAST_USE_INTERVAL_SECS && !crate::fstype::is_shared_device(stat.st_dev) {
+    // it is refreshed every minute there.
+    if age < LAST_USE_INTERVAL_SECS && protocol != Protocol::Shared {
         return;
     }
     let stamps = rustix::fs::Timestamps {

@@ -260,6 +260,7 @@ fn publish_fetched(
             Arc::from(bytes),
             &target.join(entry::artifact_file_name(spec.kind)),
             spec.kind,
+            layout.protocol,
         ),
         _ => None,
     };
@@ -267,7 +268,7 @@ fn publish_fetched(
         Some(artifact) => artifact,
         None => {
             let variant_dir = crate::layout::variant_dir_name(&variant);
-            entry::open_entry(&target, &prepared.key, &variant_dir)
+            entry::open_entry(&target, &prepared.key, &variant_dir, layout.protocol)
                 .and_then(|open| open.load(spec.kind))
                 .map_err(|why| {
                     Error::io(

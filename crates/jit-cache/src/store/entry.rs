@@ -3,6 +3,7 @@
 
 use super::{Address, Namespace};
 use crate::error::{Error, Result};
+use crate::fstype::Protocol;
 use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use, Unusable};
 use fingerprint::Digest;
 use rustix::fd::OwnedFd;
@@ -168,8 +169,11 @@ fn check_file(file: &StoredFile, bytes: &[u8]) -> std::result::Result<(), String
 
 /// Opens the stored entry at `address`, pins it, and checks `meta.json` and every file's size
 /// and digest: a reader sees the entry whole or not at all.
-pub(crate) fn open(address: &Address) -> std::result::Result<StoredEntry, Unusable> {
-    let (fd, meta) = open_checked(&address.dir, Some(&address.digest))?;
+pub(crate) fn open(
+    address: &Address,
+    protocol: Protocol,
+) -> std::result::Result<StoredEntry, Unusable> {
+    let (fd, meta) = open_checked(&address.dir, Some(&address.digest), protocol)?;
     if meta.key != address.key || meta.namespace != address.namespace.as_str() {
         return Err(Unusable::Corrupt(format!(
             "{META_FILE} describes another entry"
@@ -187,13 +191,17 @@ pub(crate) fn open(address: &Address) -> std::result::Result<StoredEntry, Unusab
 }
 
 /// Checks the stored entry at `dir` whole (maintenance: `verify`). `Ok` when whole.
-pub(crate) fn verify_dir(dir: &Path) -> std::result::Result<StoredMeta, Unusable> {
-    open_checked(dir, None).map(|(_, meta)| meta)
+pub(crate) fn verify_dir(
+    dir: &Path,
+    protocol: Protocol,
+) -> std::result::Result<StoredMeta, Unusable> {
+    open_checked(dir, None, protocol).map(|(_, meta)| meta)
 }
 
 fn open_checked(
     dir: &Path,
     digest: Option<&Digest>,
+    protocol: Protocol,
 ) -> std::result::Result<(OwnedFd, StoredMeta), Unusable> {
     let fd = lock_dir(dir)?;
     let meta = match read_at(&fd, META_FILE) {
@@ -204,9 +212,9 @@ fn open_checked(
     };
     // The last-use stamp (on `meta.json`) is refreshed before the path check under the shared
     // protocol, as for kernels (`entry.rs`): another host's eviction looks at it twice.
-    let shared = crate::fstype::any_shared_device();
+    let shared = protocol == Protocol::Shared;
     if shared && meta.is_ok() {
-        touch_last_use(&fd, META_FILE);
+        touch_last_use(&fd, META_FILE, protocol);
     }
     if !still_names(&fd, dir) {
         return Err(Unusable::Absent);
@@ -232,7 +240,7 @@ fn open_checked(
         check_file(file, &bytes).map_err(Unusable::Corrupt)?;
     }
     if !shared {
-        touch_last_use(&fd, META_FILE);
+        touch_last_use(&fd, META_FILE, protocol);
     }
     Ok((fd, meta))
 }

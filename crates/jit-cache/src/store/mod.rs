@@ -212,7 +212,7 @@ impl Store {
     /// replaced). Takes no lock: a reader never waits for a producer.
     pub fn get(&self, namespace: &Namespace, key: &str) -> Result<Option<StoredEntry>> {
         let address = self.address(namespace, key)?;
-        Ok(entry::open(&address).ok())
+        Ok(entry::open(&address, self.layout.protocol).ok())
     }
 
     /// The published entry for `key`, or the role of its one producer.
@@ -223,7 +223,7 @@ impl Store {
     /// [`Producer`] or dies releases the key, and the next waiter becomes the producer.
     pub fn begin(&self, namespace: &Namespace, key: &str, wait: Duration) -> Result<Claim> {
         let address = self.address(namespace, key)?;
-        if let Ok(found) = entry::open(&address) {
+        if let Ok(found) = entry::open(&address, self.layout.protocol) {
             return Ok(Claim::Ready(found));
         }
         let guard = crate::hooks::lock_key_within(&self.layout, &address.digest, wait).map_err(
@@ -239,7 +239,7 @@ impl Store {
         )?;
         crate::hooks::point("store-locked");
         // Another producer may have published while we waited for the lock.
-        if let Ok(found) = entry::open(&address) {
+        if let Ok(found) = entry::open(&address, self.layout.protocol) {
             return Ok(Claim::Ready(found));
         }
         // Under the shared protocol another host may have published while we waited, hidden
@@ -250,7 +250,7 @@ impl Store {
             let noted = crate::liveness::await_noted_entry(
                 &self.layout,
                 &address.digest,
-                || entry::open(&address).ok(),
+                || entry::open(&address, self.layout.protocol).ok(),
                 |noted| noted != variant || crate::pin::list_variants(&key_dir).contains(&variant),
             );
             if let Some(found) = noted {

@@ -111,7 +111,8 @@ impl Producer {
         crate::hooks::point("store-published");
         if published == PublishOutcome::AlreadyExisted {
             // Another host published it first (its lock is invisible here): that is the entry.
-            return entry::open(&address).map_err(|why| published_error(&target, why));
+            return entry::open(&address, store.layout().protocol)
+                .map_err(|why| published_error(&target, why));
         }
         let layout = store.layout();
         if layout.protocol == Protocol::Shared {
@@ -122,7 +123,7 @@ impl Producer {
             &format!("{}/{}", address.namespace, super::truncated(&address.key)),
             0,
         );
-        entry::open(&address).map_err(|why| published_error(&target, why))
+        entry::open(&address, store.layout().protocol).map_err(|why| published_error(&target, why))
     }
 
     /// The staged files, checked and digested, sorted by name.
@@ -171,7 +172,7 @@ impl Producer {
             move_to_trash(layout, target)?;
             return Ok(None);
         }
-        match entry::open(&self.parts.address) {
+        match entry::open(&self.parts.address, self.parts.store.layout().protocol) {
             Ok(found) => Ok(Some(found)),
             Err(Unusable::Absent) => Ok(None),
             Err(Unusable::Corrupt(why)) => match evict_unless_pinned(layout, target, None)? {

@@ -83,3 +83,57 @@ fn gc_skips_a_key_being_built_and_the_builder_keeps_its_entry() {
         gc.join().expect("gc thread");
     });
 }
+
+/// The protocol is chosen once per root handle: a handle opened with the local protocol keeps
+/// the local rules for last-use stamps (refreshed hourly) even when another handle of this
+/// process opened the same root with the shared protocol (refreshed every minute there). On a
+/// tmpfs remounted `noatime`, so that only the cache's own refresh moves the stamp.
+#[test]
+fn a_local_handle_keeps_the_local_stamp_rule_beside_a_shared_handle_on_one_root() {
+    use jit_cache::{Cache, CacheOptions, Sharing};
+    use std::time::{Duration, SystemTime};
+    fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
+        let remounted = std::process::Command::new("mount")
+            .args(["-o", "remount,noatime"])
+            .arg(mount)
+            .status()
+            .expect("run mount");
+        assert!(remounted.success(), "remount noatime");
+        let open = |sharing| {
+            Cache::open_with(
+                mount.join("cache"),
+                CacheOptions::default()
+                    .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
+                    .sharing(sharing),
+            )
+            .expect("open cache")
+        };
+        let spec = KernelSpec::from_text("stamped", "stamped.cu", kernel_text(31));
+        let local = open(Sharing::Local);
+        let path = local
+            .get_or_build(&spec)
+            .expect("build")
+            .artifact
+            .path()
+            .to_path_buf();
+        // Last used five minutes ago: past the shared refresh, well inside the local one.
+        let used = SystemTime::now() - Duration::from_secs(300);
+        std::fs::File::open(&path)
+            .and_then(|f| f.set_times(std::fs::FileTimes::new().set_accessed(used)))
+            .expect("set the last-use stamp");
+        let _shared = open(Sharing::Shared);
+        let again = open(Sharing::Local);
+        assert_eq!(
+            again.get_or_build(&spec).expect("hit").outcome,
+            jit_cache::Outcome::Hit
+        );
+        let atime = std::fs::metadata(&path)
+            .expect("stat")
+            .accessed()
+            .expect("atime");
+        assert!(
+            atime <= used + Duration::from_secs(1),
+            "a local handle refreshed a five-minute-old stamp, as only the shared protocol does"
+        );
+    });
+}
