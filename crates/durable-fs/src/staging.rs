@@ -242,5 +242,37 @@ impl Drop for StagingDir {
             // Best effort: a sweep removes whatever this leaves.
             let _ = std::fs::remove_dir_all(&self.path);
         }
+        // The lock belongs to the open file description, which a forked child's inherited copy
+        // of the descriptor keeps open: closing ours would leave the directory (now perhaps the
+        // published entry) locked for as long as that copy lives. An explicit unlock ends it
+        // for every copy, as `LockGuard` does.
+        let _ = rustix::fs::flock(&self._lock, FlockOperation::Unlock);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of the staging directory's lock descriptor that outlives the `StagingDir` (a
+    /// forked child's inherited copy is one; `dup` makes the same open file description here):
+    /// the `flock` belongs to that description, so only an explicit unlock ends it.
+    #[test]
+    fn a_committed_staging_directory_is_unlocked_even_while_a_copy_of_its_descriptor_lives() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let staging = StagingDir::new_in(dir.path()).expect("staging");
+        std::fs::write(staging.path().join("f"), b"x").expect("write");
+        let inherited = rustix::io::dup(&staging._lock).expect("dup the lock descriptor");
+        let target = dir.path().join("entry");
+        assert_eq!(
+            staging.commit_noreplace(&target).expect("commit"),
+            PublishOutcome::Published
+        );
+        let reader = sys::open_dir(&target).expect("open the published entry");
+        assert!(
+            rustix::fs::flock(&reader, FlockOperation::NonBlockingLockShared).is_ok(),
+            "the published entry is still locked by the staging directory's lock"
+        );
+        drop(inherited);
     }
 }

@@ -31,18 +31,11 @@ mod process;
 
 use pyo3::prelude::*;
 
-/// Registered with `os.register_at_fork(after_in_child=...)` by `jit_cache/__init__.py`.
-#[pyfunction]
-fn _after_fork_in_child() {
-    process::close_inherited_build_locks();
-}
-
 /// The module `jit_cache._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MANIFEST_FILE", fingerprint::MANIFEST_FILE)?;
-    m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;
     m.add_class::<cache::Cache>()?;
     m.add_class::<cache::Answer>()?;
     m.add_class::<cache::Source>()?;

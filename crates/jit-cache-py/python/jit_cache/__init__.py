@@ -35,12 +35,7 @@ from __future__ import annotations
 
 from . import durable, fingerprint
 from ._errors import CacheError, CompileError, Diagnostic, Error, InvalidSpecError
-from ._native import Answer, Cache, Source, __version__, _after_fork_in_child
-
-import os as _os
-
-# A forked child must not keep its parent's build locks alive through inherited descriptors.
-_os.register_at_fork(after_in_child=_after_fork_in_child)
+from ._native import Answer, Cache, Source, __version__
 
 __all__ = [
     "Answer",

@@ -13,7 +13,6 @@ Defines = Union[Iterable[Union[str, Tuple[str, Optional[object]]]], Mapping[str,
 __version__: str
 MANIFEST_FILE: str
 
-def _after_fork_in_child() -> None: ...
 
 class Source:
     @staticmethod
