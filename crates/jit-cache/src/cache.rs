@@ -181,7 +181,10 @@ impl Cache {
     /// them too.
     pub fn store(&self) -> Result<crate::store::Store> {
         match &self.layout {
-            Ok(layout) => Ok(crate::store::Store::on(layout.clone())),
+            Ok(layout) => Ok(crate::store::Store::on(
+                layout.clone(),
+                self.options.remote.clone(),
+            )),
             Err(why) => Err(Error::UnsafeRoot {
                 path: self.root.clone(),
                 reason: why.clone(),

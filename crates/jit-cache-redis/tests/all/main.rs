@@ -5,3 +5,4 @@ mod support;
 
 mod faults;
 mod sharing;
+mod store;

@@ -12,7 +12,7 @@ use crate::entry::{self, Meta};
 use crate::error::{CompileFailed, Error, FailureCause, Result};
 use crate::headers::Inputs;
 use crate::key::Prepared;
-use crate::layout::{Layout, Subdir};
+use crate::layout::Layout;
 use crate::publish::{publish_staged, Built, Origin, Publication, Staged};
 use crate::records::{read_record, FailureRecord};
 use crate::request::Request;
@@ -23,7 +23,6 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// The root's log of remote events (`<unix-ms> <event> <n>` per line).
-pub(crate) const LOG_FILE: &str = "remote.log";
 
 /// What to do after asking the remote.
 pub(crate) enum Before {
@@ -55,20 +54,20 @@ pub(crate) fn before_compile(
             return Ok(Before::Compile(lease));
         }
         if let Some(built) = fetch(cache, remote, layout, request, prepared)? {
-            log(remote, layout, Event::Hit(built.1));
+            remote.log(layout, Event::Hit(built.1));
             return Ok(Before::Fetched(built.0));
         }
         if !remote.readable() {
             return Ok(Before::Compile(lease));
         }
         if let Some(failure) = shared_failure(cache, remote, layout, prepared) {
-            log(remote, layout, Event::FailureFetched);
+            remote.log(layout, Event::FailureFetched);
             return Err(Error::Compile(Arc::new(failure)));
         }
         // Looked again after taking the lease: the holder before us may have uploaded and
         // released between our look and our take.
         if lease.is_some() || !remote.writable() || started.elapsed() >= remote.policy.lease_wait {
-            log(remote, layout, Event::Miss);
+            remote.log(layout, Event::Miss);
             return Ok(Before::Compile(lease));
         }
         let token = durable_fs::temp_name("lease")
@@ -84,13 +83,13 @@ pub(crate) fn before_compile(
             }
             Ok(false) => {}
             Err(e) => {
-                fault(remote, layout, &e);
+                remote.fault_logged(layout, &e);
                 continue;
             }
         }
         if !waited {
             waited = true;
-            log(remote, layout, Event::LeaseWait);
+            remote.log(layout, Event::LeaseWait);
         }
         // A bounded wait for another host's manifest (or for its lease to expire).
         std::thread::sleep(remote.policy.poll);
@@ -111,7 +110,7 @@ pub(crate) fn leased_elsewhere(cache: &Cache, layout: &Layout, key: &Digest) -> 
     match remote.tier.lease_held(&key.to_hex()) {
         Ok(held) => held,
         Err(e) => {
-            fault(remote, layout, &e);
+            remote.fault_logged(layout, &e);
             false
         }
     }
@@ -132,21 +131,21 @@ fn fetch(
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
         Err(e) if e.kind() == TierErrorKind::TooLarge => {
-            log(remote, layout, Event::Rejected);
+            remote.log(layout, Event::Rejected);
             return Ok(None);
         }
         Err(e) => {
-            fault(remote, layout, &e);
+            remote.fault_logged(layout, &e);
             return Ok(None);
         }
     };
     let Some(manifest) = RemoteManifest::parse(&bytes, &prepared.key, kind.name()) else {
-        log(remote, layout, Event::Rejected);
+        remote.log(layout, Event::Rejected);
         return Ok(None);
     };
     for variant in &manifest.variants {
         if !variant.consistent() {
-            log(remote, layout, Event::Rejected);
+            remote.log(layout, Event::Rejected);
             continue;
         }
         let inputs = variant.inputs();
@@ -169,11 +168,11 @@ fn fetch(
                 // Longer than the content its name stands for (or the manifest lies about the
                 // size): an upload of the real bytes may overwrite it.
                 remote.note_corrupt_blob(variant.artifact_digest);
-                log(remote, layout, Event::Rejected);
+                remote.log(layout, Event::Rejected);
                 continue;
             }
             Err(e) => {
-                fault(remote, layout, &e);
+                remote.fault_logged(layout, &e);
                 return Ok(None);
             }
         };
@@ -183,7 +182,7 @@ fn fetch(
             if Digest::of_bytes(&blob) != variant.artifact_digest {
                 remote.note_corrupt_blob(variant.artifact_digest);
             }
-            log(remote, layout, Event::Rejected);
+            remote.log(layout, Event::Rejected);
             continue;
         }
         let size = blob.len() as u64;
@@ -301,7 +300,7 @@ fn shared_failure(
     {
         Ok(bytes) => bytes?,
         Err(e) => {
-            fault(remote, layout, &e);
+            remote.fault_logged(layout, &e);
             return None;
         }
     };
@@ -351,15 +350,15 @@ pub(crate) fn share_build(
         remote.tier.put_blob(&digest, &body)
     };
     if let Err(e) = uploaded {
-        fault(remote, layout, &e);
+        remote.fault_logged(layout, &e);
         return;
     }
     let key = meta.key.to_hex();
     match update_manifest(remote, &key, meta, variant) {
-        Ok(true) => log(remote, layout, Event::Upload(bytes.len() as u64)),
+        Ok(true) => remote.log(layout, Event::Upload(bytes.len() as u64)),
         // Other writers kept winning: they are publishing this key, the blob stays.
         Ok(false) => {}
-        Err(e) => fault(remote, layout, &e),
+        Err(e) => remote.fault_logged(layout, &e),
     }
     drop(lease);
 }
@@ -440,30 +439,10 @@ pub(crate) fn share_failure(
         .tier
         .put_failure(&prepared.key.to_hex(), &bytes, remote.policy.failure_ttl)
     {
-        Ok(()) => log(remote, layout, Event::FailureShared),
-        Err(e) => fault(remote, layout, &e),
+        Ok(()) => remote.log(layout, Event::FailureShared),
+        Err(e) => remote.fault_logged(layout, &e),
     }
     drop(lease);
-}
-
-/// Records a remote fault (see [`Remote::fault`]) and appends it to the root's log.
-fn fault(remote: &Remote, layout: &Layout, error: &TierError) {
-    remote.fault(error);
-    append(layout, Event::Error);
-}
-
-/// Counts an event in memory and appends it to the root's log (best effort).
-fn log(remote: &Remote, layout: &Layout, event: Event) {
-    remote.count(event);
-    append(layout, event);
-}
-
-fn append(layout: &Layout, event: Event) {
-    use std::io::Write;
-    let (word, n) = event.word();
-    if let Ok(mut file) = layout.open_append(Subdir::State, LOG_FILE) {
-        let _ = writeln!(file, "{} {word} {n}", crate::host::now_ms());
-    }
 }
 
 /// The fleet's lease on one key while this process compiles it: renewed every third of its

@@ -467,6 +467,18 @@ impl Remote {
         }
     }
 
+    /// Records a remote fault (see [`Remote::fault`]) and appends it to the root's log.
+    pub(crate) fn fault_logged(&self, layout: &crate::layout::Layout, error: &TierError) {
+        self.fault(error);
+        append(layout, Event::Error);
+    }
+
+    /// Counts an event in memory and appends it to the root's log (best effort).
+    pub(crate) fn log(&self, layout: &crate::layout::Layout, event: Event) {
+        self.count(event);
+        append(layout, event);
+    }
+
     /// Records a fault: a refused write stops writes, a too-large value is only counted, anything
     /// else turns the remote off for the rest of the process. Warns once.
     pub(crate) fn fault(&self, error: &TierError) {
@@ -496,9 +508,19 @@ impl Remote {
     }
 }
 
-/// The artifacts a remote manifest names, as (blake3 hex, size), for audits of a store; None
-/// when the manifest does not parse (every reader treats it as a miss).
+/// The blobs a remote manifest names, as (blake3 hex, size), for audits of a store: a kernel's
+/// artifacts, or a stored entry's files. None when the manifest does not parse (every reader
+/// treats it as a miss).
 pub fn manifest_artifacts(bytes: &[u8]) -> Option<Vec<(String, u64)>> {
+    if let Some(stored) = crate::store::manifest::StoredManifest::parse(bytes) {
+        return Some(
+            stored
+                .files
+                .iter()
+                .map(|f| (f.digest.to_hex(), f.size))
+                .collect(),
+        );
+    }
     let manifest: manifest::RemoteManifest = serde_json::from_slice(bytes).ok()?;
     (manifest.format == manifest::MANIFEST_FORMAT).then(|| {
         manifest
@@ -507,6 +529,17 @@ pub fn manifest_artifacts(bytes: &[u8]) -> Option<Vec<(String, u64)>> {
             .map(|v| (v.artifact_digest.to_hex(), v.artifact_size))
             .collect()
     })
+}
+
+/// The root's log of remote events, one line each, summed by [`crate::Cache::remote_stats`].
+pub(crate) const LOG_FILE: &str = "remote.log";
+
+fn append(layout: &crate::layout::Layout, event: Event) {
+    use std::io::Write;
+    let (word, n) = event.word();
+    if let Ok(mut file) = layout.open_append(crate::layout::Subdir::State, LOG_FILE) {
+        let _ = writeln!(file, "{} {word} {n}", crate::host::now_ms());
+    }
 }
 
 fn is_write(op: &str) -> bool {
@@ -520,9 +553,7 @@ impl crate::Cache {
         let Ok(layout) = &self.layout else {
             return RemoteStats::default();
         };
-        let path = layout
-            .pinned(crate::layout::Subdir::State)
-            .join(flow::LOG_FILE);
+        let path = layout.pinned(crate::layout::Subdir::State).join(LOG_FILE);
         std::fs::read_to_string(path)
             .map(|text| RemoteStats::from_log(&text))
             .unwrap_or_default()

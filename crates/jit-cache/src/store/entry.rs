@@ -1,6 +1,7 @@
 //! A stored entry on disk: its `meta.json` (every file's name, size and digest) and how a
 //! reader opens, pins and checks it.
 
+pub(crate) use super::manifest::StoredFile;
 use super::{Address, Namespace};
 use crate::error::{Error, Result};
 use crate::fstype::Protocol;
@@ -19,14 +20,6 @@ pub(crate) const STORE_FORMAT: u32 = 1;
 
 /// The `kind` a stored entry's `meta.json` carries; a kernel's names its output kind.
 const STORED_KIND: &str = "stored";
-
-/// One file of a stored entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct StoredFile {
-    pub(crate) name: String,
-    pub(crate) size: u64,
-    pub(crate) digest: Digest,
-}
 
 /// A stored entry's metadata. Its presence, whole and matching, is what makes the entry valid.
 #[derive(Debug, Clone, Serialize, Deserialize)]

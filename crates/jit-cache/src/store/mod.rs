@@ -30,7 +30,9 @@
 //! ```
 
 mod entry;
+pub(crate) mod manifest;
 mod producer;
+mod remote;
 
 pub use entry::StoredEntry;
 pub use producer::Producer;
@@ -94,6 +96,7 @@ impl std::fmt::Display for Namespace {
 pub struct StoreOptions {
     mode: Option<RootMode>,
     sharing: Sharing,
+    remote: Option<crate::remote::Remote>,
 }
 
 impl StoreOptions {
@@ -106,6 +109,13 @@ impl StoreOptions {
     /// Says whether other hosts may share the root (NFS, Lustre), overriding detection.
     pub fn sharing(mut self, sharing: Sharing) -> Self {
         self.sharing = sharing;
+        self
+    }
+
+    /// A fleet's remote tier: a missing entry is fetched from it (every file verified) before
+    /// this process becomes its producer, and a produced one is uploaded after its commit.
+    pub fn remote(mut self, remote: crate::remote::Remote) -> Self {
+        self.remote = Some(remote);
         self
     }
 }
@@ -126,6 +136,7 @@ pub enum Claim {
 #[derive(Debug, Clone)]
 pub struct Store {
     layout: Layout,
+    remote: Option<crate::remote::Remote>,
 }
 
 /// The key directory's digest of a stored entry: the namespace and the caller's key, in a
@@ -180,11 +191,14 @@ impl Store {
     /// Opens the store at `root` with options.
     pub fn open_with(root: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
         let layout = Layout::open(root.as_ref(), options.mode.unwrap_or(RootMode::Private))?;
-        Ok(Store::on(layout.with_sharing(options.sharing)))
+        Ok(Store::on(
+            layout.with_sharing(options.sharing),
+            options.remote,
+        ))
     }
 
-    pub(crate) fn on(layout: Layout) -> Store {
-        Store { layout }
+    pub(crate) fn on(layout: Layout, remote: Option<crate::remote::Remote>) -> Store {
+        Store { layout, remote }
     }
 
     /// The format directory inside the root.
@@ -258,12 +272,16 @@ impl Store {
             }
         }
         let staging = self.layout.new_staging_dir()?;
-        Ok(Claim::Produce(Producer::new(
-            self.clone(),
-            address,
-            staging,
-            guard,
-        )))
+        // The fleet may have it: fetched and verified into the staging directory, it is
+        // published by the same commit as a produced entry, and not uploaded again.
+        let fetched = self.remote.as_ref().is_some_and(|remote| {
+            remote::fetch_into(remote, &self.layout, &address, staging.path())
+        });
+        let producer = Producer::new(self.clone(), address, staging, guard, fetched);
+        if fetched {
+            return producer.commit().map(Claim::Ready);
+        }
+        Ok(Claim::Produce(producer))
     }
 
     /// The published entry for `key`, produced by `produce` (which writes the entry's files
@@ -295,6 +313,10 @@ impl Store {
 
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {
+        self.remote.as_ref()
     }
 }
 

@@ -27,6 +27,8 @@ struct Parts {
     address: Address,
     staging: Staging,
     _guard: KeyGuard,
+    /// The files came from the fleet tier (verified): nothing to upload after the commit.
+    fetched: bool,
 }
 
 impl std::fmt::Debug for Producer {
@@ -40,13 +42,20 @@ impl std::fmt::Debug for Producer {
 }
 
 impl Producer {
-    pub(crate) fn new(store: Store, address: Address, staging: Staging, guard: KeyGuard) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        address: Address,
+        staging: Staging,
+        guard: KeyGuard,
+        fetched: bool,
+    ) -> Self {
         Producer {
             parts: Box::new(Parts {
                 store,
                 address,
                 staging,
                 _guard: guard,
+                fetched,
             }),
         }
     }
@@ -106,6 +115,7 @@ impl Producer {
             address,
             staging,
             _guard,
+            fetched,
         } = *self.parts;
         let published = staging.commit_noreplace(&target)?;
         crate::hooks::point("store-published");
@@ -119,11 +129,18 @@ impl Producer {
             crate::liveness::note_published(layout, &address.digest, &super::stored_variant());
         }
         layout.log_event(
-            "store",
+            if fetched { "store-fetch" } else { "store" },
             &format!("{}/{}", address.namespace, super::truncated(&address.key)),
             0,
         );
-        entry::open(&address, store.layout().protocol).map_err(|why| published_error(&target, why))
+        let entry = entry::open(&address, store.layout().protocol)
+            .map_err(|why| published_error(&target, why))?;
+        if let (Some(remote), false) = (store.remote(), fetched) {
+            super::remote::upload(remote, layout, &address, &meta.files, |name| {
+                entry.read(name).ok()
+            });
+        }
+        Ok(entry)
     }
 
     /// The staged files, checked and digested, sorted by name.
@@ -198,7 +215,7 @@ fn published_error(target: &Path, why: Unusable) -> Error {
 }
 
 /// A stored file's name: one plain path component, never `meta.json`.
-fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     let invalid = |reason| Error::InvalidStoreKey {
         what: format!("file {name:?}"),
         reason,
