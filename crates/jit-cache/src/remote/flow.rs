@@ -22,8 +22,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-/// The root's log of remote events (`<unix-ms> <event> <n>` per line).
-
 /// What to do after asking the remote.
 pub(crate) enum Before {
     /// A verified remote artifact, now published locally (or privately, with a warning).

@@ -36,6 +36,7 @@
 
 mod flow;
 mod manifest;
+pub(crate) mod stored;
 
 pub(crate) use flow::{before_compile, leased_elsewhere, share_build, share_failure, Before};
 
@@ -512,7 +513,7 @@ impl Remote {
 /// artifacts, or a stored entry's files. None when the manifest does not parse (every reader
 /// treats it as a miss).
 pub fn manifest_artifacts(bytes: &[u8]) -> Option<Vec<(String, u64)>> {
-    if let Some(stored) = crate::store::manifest::StoredManifest::parse(bytes) {
+    if let Some(stored) = stored::StoredManifest::parse(bytes) {
         return Some(
             stored
                 .files

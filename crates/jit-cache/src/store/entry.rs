@@ -1,11 +1,11 @@
 //! A stored entry on disk: its `meta.json` (every file's name, size and digest) and how a
 //! reader opens, pins and checks it.
 
-pub(crate) use super::manifest::StoredFile;
 use super::{Address, Namespace};
 use crate::error::{Error, Result};
 use crate::fstype::Protocol;
 use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use, Unusable};
+pub(crate) use crate::remote::stored::StoredFile;
 use fingerprint::Digest;
 use rustix::fd::OwnedFd;
 use serde::{Deserialize, Serialize};

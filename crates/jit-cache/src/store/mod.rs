@@ -30,7 +30,6 @@
 //! ```
 
 mod entry;
-pub(crate) mod manifest;
 mod producer;
 mod remote;
 
@@ -318,6 +317,26 @@ impl Store {
     pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {
         self.remote.as_ref()
     }
+}
+
+/// A stored file's name: one plain path component, never `meta.json`.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let invalid = |reason| Error::InvalidStoreKey {
+        what: format!("file {name:?}"),
+        reason,
+    };
+    if !crate::pin::is_plain_name(name) || name == ".." {
+        return Err(invalid(
+            "a stored file's name is one path component, not starting with `.`",
+        ));
+    }
+    if name == entry::META_FILE {
+        return Err(invalid("`meta.json` is the entry's own"));
+    }
+    if name.len() > 255 || name.contains('\0') {
+        return Err(invalid("a stored file's name is at most 255 bytes, no NUL"));
+    }
+    Ok(())
 }
 
 /// Why a stored entry at its path could not be used, for messages.

@@ -2,12 +2,12 @@
 //! durable rename or dropped with nothing published.
 
 use super::entry::{self, StoredFile, StoredMeta, META_FILE};
-use super::{unusable_reason, Address, Store, StoredEntry};
+use super::{check_name, unusable_reason, Address, Store, StoredEntry};
 use crate::error::{Error, Result};
 use crate::evict::{evict_unless_pinned, move_to_trash, Evicted};
 use crate::fstype::Protocol;
 use crate::hooks::KeyGuard;
-use crate::pin::{is_plain_name, Unusable};
+use crate::pin::Unusable;
 use crate::staging::Staging;
 use durable_fs::PublishOutcome;
 use std::path::Path;
@@ -212,24 +212,4 @@ fn published_error(target: &Path, why: Unusable) -> Error {
         target,
         std::io::Error::other(unusable_reason(why)),
     )
-}
-
-/// A stored file's name: one plain path component, never `meta.json`.
-pub(crate) fn check_name(name: &str) -> Result<()> {
-    let invalid = |reason| Error::InvalidStoreKey {
-        what: format!("file {name:?}"),
-        reason,
-    };
-    if !is_plain_name(name) || name == ".." {
-        return Err(invalid(
-            "a stored file's name is one path component, not starting with `.`",
-        ));
-    }
-    if name == META_FILE {
-        return Err(invalid("`meta.json` is the entry's own"));
-    }
-    if name.len() > 255 || name.contains('\0') {
-        return Err(invalid("a stored file's name is at most 255 bytes, no NUL"));
-    }
-    Ok(())
 }

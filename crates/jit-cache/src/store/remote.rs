@@ -4,9 +4,9 @@
 //! commit (blobs first, then the manifest by compare-and-set). Faults count and switch the
 //! remote off as for kernels (`Remote::fault`): the store goes on locally.
 
-use super::manifest::{StoredFile, StoredManifest, STORED_MANIFEST_FORMAT};
 use super::Address;
 use crate::layout::Layout;
+use crate::remote::stored::{StoredFile, StoredManifest, STORED_MANIFEST_FORMAT};
 use crate::remote::{Event, Expected, Remote, TierErrorKind};
 use fingerprint::Digest;
 use std::path::Path;
@@ -50,7 +50,7 @@ pub(crate) fn fetch_into(
             && m.key == address.key
             && m.files
                 .iter()
-                .all(|f| super::producer::check_name(&f.name).is_ok() && f.size <= MAX_FILE_BYTES)
+                .all(|f| super::check_name(&f.name).is_ok() && f.size <= MAX_FILE_BYTES)
     });
     let Some(manifest) = manifest else {
         remote.log(layout, Event::Rejected);

@@ -1,5 +1,5 @@
-//! What a stored entry holds, as its `meta.json` and the fleet tier's manifest both describe it:
-//! each file by name, size and digest. A leaf: the remote tier's audit reads manifests with it.
+//! A stored entry as the fleet tier holds it (`jit_cache::store`): its files by name, size and
+//! digest, the list its `meta.json` keeps too. A leaf: the store and the tier's audit read it.
 
 use fingerprint::Digest;
 use serde::{Deserialize, Serialize};
