@@ -383,7 +383,7 @@ impl Cache {
         // local entry already (a hit needs nobody).
         self.options.remote.is_some()
             && std::fs::symlink_metadata(layout.key_dir(&prepared.key)).is_err()
-            && crate::remote::leased_elsewhere(self, layout, &prepared.key)
+            && crate::remote::flow::leased_elsewhere(self, layout, &prepared.key)
     }
 
     /// Forgets a recorded compile failure for `spec` and asks again.
@@ -557,5 +557,21 @@ impl Cache {
             .parent()
             .and_then(crate::compiler_record::load);
         Ok((answer, record))
+    }
+}
+
+impl Cache {
+    /// The remote counters recorded in this root's `state/remote.log` by every process that used
+    /// it (all zero without a remote).
+    pub fn remote_stats(&self) -> crate::remote::RemoteStats {
+        let Ok(layout) = &self.layout else {
+            return crate::remote::RemoteStats::default();
+        };
+        let path = layout
+            .pinned(crate::layout::Subdir::State)
+            .join(crate::remote::LOG_FILE);
+        std::fs::read_to_string(path)
+            .map(|text| crate::remote::RemoteStats::from_log(&text))
+            .unwrap_or_default()
     }
 }

@@ -150,9 +150,9 @@ fn locked_build(
     }
     // The fleet's remote tier: a verified variant another host built, its shared failure, or
     // its lease (held through the upload below) so that one host compiles.
-    let lease = match crate::remote::before_compile(cache, layout, request, prepared)? {
-        crate::remote::Before::Fetched(built) => return Ok(built),
-        crate::remote::Before::Compile(lease) => lease,
+    let lease = match crate::remote::flow::before_compile(cache, layout, request, prepared)? {
+        crate::remote::flow::Before::Fetched(built) => return Ok(built),
+        crate::remote::flow::Before::Compile(lease) => lease,
     };
 
     let staging = layout.new_staging_dir()?;
@@ -174,7 +174,7 @@ fn locked_build(
             seen,
         }) => {
             record_failure(cache, layout, request, prepared, &failure, started, seen);
-            crate::remote::share_failure(cache, layout, prepared, &failure, lease);
+            crate::remote::flow::share_failure(cache, layout, prepared, &failure, lease);
             return Err(Error::Compile(failure));
         }
         Err(not) => return Err(not.error),
@@ -231,7 +231,7 @@ fn locked_build(
         Publication::Found(answer) => return Ok(Built::Answer(answer)),
         Publication::Published(published) => published,
     };
-    crate::remote::share_build(cache, layout, &meta, &compiled.artifact_bytes, lease);
+    crate::remote::flow::share_build(cache, layout, &meta, &compiled.artifact_bytes, lease);
     let outcome = match reasons {
         Some(reasons) => Outcome::Rebuilt { reasons },
         None => Outcome::Built,

@@ -34,11 +34,9 @@
 //! - Remote counters are appended to `state/remote.log` of the local root (best effort; a
 //!   read-only root counts nothing); [`Remote::stats`] has this process's.
 
-mod flow;
+pub(crate) mod flow;
 mod manifest;
 pub(crate) mod stored;
-
-pub(crate) use flow::{before_compile, leased_elsewhere, share_build, share_failure, Before};
 
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -545,20 +543,6 @@ fn append(layout: &crate::layout::Layout, event: Event) {
 
 fn is_write(op: &str) -> bool {
     !op.starts_with("get") && op != "health"
-}
-
-impl crate::Cache {
-    /// The remote counters recorded in this root's `state/remote.log` by every process that used
-    /// it (all zero without a remote).
-    pub fn remote_stats(&self) -> RemoteStats {
-        let Ok(layout) = &self.layout else {
-            return RemoteStats::default();
-        };
-        let path = layout.pinned(crate::layout::Subdir::State).join(LOG_FILE);
-        std::fs::read_to_string(path)
-            .map(|text| RemoteStats::from_log(&text))
-            .unwrap_or_default()
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod freshness;
 mod full_disk;
 mod include_model;
 mod include_props;
+mod layers;
 mod races_and_causes;
 mod store;
 mod team_root;
