@@ -32,6 +32,7 @@
 mod entry;
 mod producer;
 mod remote;
+mod turns;
 
 pub use entry::StoredEntry;
 pub use producer::Producer;
@@ -136,6 +137,19 @@ pub enum Claim {
 pub struct Store {
     layout: Layout,
     remote: Option<crate::remote::Remote>,
+    /// The root's identity (its `entries/` directory's device and inode): handles on one root
+    /// share their threads' turns.
+    root_id: (u64, u64),
+}
+
+/// A stored key of a root, as this process's threads take turns at it.
+type TurnKey = ((u64, u64), Digest);
+
+/// This process's turns at stored keys (`turns.rs`).
+fn process_turns() -> &'static crate::sync::Arc<turns::Turns<TurnKey>> {
+    static TURNS: std::sync::OnceLock<crate::sync::Arc<turns::Turns<TurnKey>>> =
+        std::sync::OnceLock::new();
+    TURNS.get_or_init(|| crate::sync::Arc::new(turns::Turns::new()))
 }
 
 /// The key directory's digest of a stored entry: the namespace and the caller's key, in a
@@ -197,7 +211,13 @@ impl Store {
     }
 
     pub(crate) fn on(layout: Layout, remote: Option<crate::remote::Remote>) -> Store {
-        Store { layout, remote }
+        let root_id = rustix::fs::fstat(layout.dir_fd(crate::layout::Subdir::Entries))
+            .map_or((0, 0), |st| (st.st_dev, st.st_ino));
+        Store {
+            layout,
+            remote,
+            root_id,
+        }
     }
 
     /// The format directory inside the root.
@@ -239,14 +259,25 @@ impl Store {
         if let Ok(found) = entry::open(&address, self.layout.protocol) {
             return Ok(Claim::Ready(found));
         }
-        let guard = crate::hooks::lock_key_within(&self.layout, &address.digest, wait).map_err(
+        let busy = || Error::Busy {
+            namespace: namespace.to_string(),
+            key: truncated(key),
+            lock: self.layout.lock_file(&address.digest),
+            waited: wait,
+        };
+        // This process's other threads at the key first (a condition variable), then other
+        // processes and hosts (the key's `flock`), within one deadline.
+        let deadline = std::time::Instant::now() + wait;
+        let turn = turns::Turns::take(
+            process_turns(),
+            (self.root_id, address.digest),
+            Some(deadline),
+        )
+        .ok_or_else(busy)?;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let guard = crate::hooks::lock_key_within(&self.layout, &address.digest, left).map_err(
             |e| match e {
-                Error::Fs(e) if e.kind() == std::io::ErrorKind::TimedOut => Error::Busy {
-                    namespace: namespace.to_string(),
-                    key: truncated(key),
-                    lock: self.layout.lock_file(&address.digest),
-                    waited: wait,
-                },
+                Error::Fs(e) if e.kind() == std::io::ErrorKind::TimedOut => busy(),
                 other => other,
             },
         )?;
@@ -276,7 +307,7 @@ impl Store {
         let fetched = self.remote.as_ref().is_some_and(|remote| {
             remote::fetch_into(remote, &self.layout, &address, staging.path())
         });
-        let producer = Producer::new(self.clone(), address, staging, guard, fetched);
+        let producer = Producer::new(self.clone(), address, staging, (guard, turn), fetched);
         if fetched {
             return producer.commit().map(Claim::Ready);
         }

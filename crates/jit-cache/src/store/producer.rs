@@ -26,7 +26,8 @@ struct Parts {
     store: Store,
     address: Address,
     staging: Staging,
-    _guard: KeyGuard,
+    /// The key's lock, then this process's turn at the key (released in that order).
+    _guard: (KeyGuard, super::turns::Turn<super::TurnKey>),
     /// The files came from the fleet tier (verified): nothing to upload after the commit.
     fetched: bool,
 }
@@ -46,7 +47,7 @@ impl Producer {
         store: Store,
         address: Address,
         staging: Staging,
-        guard: KeyGuard,
+        guard: (KeyGuard, super::turns::Turn<super::TurnKey>),
         fetched: bool,
     ) -> Self {
         Producer {

@@ -1,0 +1,154 @@
+//! Turns at a stored key within this process: of the threads that ask for one key at once, one
+//! goes on to the key's `flock` and the others wait here, on a condition variable, until its turn
+//! ends (a commit, a drop, a panic unwinding), instead of each polling the `flock` with sleeps.
+//! Other processes and hosts still meet at the `flock`; this only orders one process's threads.
+
+use crate::sync::{Arc, Condvar, Mutex, MutexGuardOf};
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::time::Instant;
+
+/// The keys whose turn some thread of this process holds.
+pub(crate) struct Turns<K> {
+    taken: Mutex<HashSet<K>>,
+    ended: Condvar,
+}
+
+/// One thread's turn at a key, held until dropped.
+pub(crate) struct Turn<K: Eq + Hash> {
+    turns: Arc<Turns<K>>,
+    key: K,
+}
+
+impl<K: Eq + Hash + Clone> Turns<K> {
+    pub(crate) fn new() -> Self {
+        Turns {
+            taken: Mutex::new(HashSet::new()),
+            ended: Condvar::new(),
+        }
+    }
+
+    /// Waits for `key`'s turn, until `deadline` when there is one; `None` when it passed first.
+    pub(crate) fn take(turns: &Arc<Self>, key: K, deadline: Option<Instant>) -> Option<Turn<K>> {
+        let mut taken = lock(&turns.taken);
+        while taken.contains(&key) {
+            taken = match deadline {
+                None => turns.ended.wait(taken).unwrap_or_else(|p| p.into_inner()),
+                Some(deadline) => {
+                    let left = deadline
+                        .checked_duration_since(Instant::now())
+                        .filter(|left| !left.is_zero())?;
+                    turns
+                        .ended
+                        .wait_timeout(taken, left)
+                        .map(|(guard, _)| guard)
+                        .unwrap_or_else(|p| p.into_inner().0)
+                }
+            };
+        }
+        taken.insert(key.clone());
+        Some(Turn {
+            turns: Arc::clone(turns),
+            key,
+        })
+    }
+}
+
+impl<K: Eq + Hash> Drop for Turn<K> {
+    fn drop(&mut self) {
+        lock(&self.turns.taken).remove(&self.key);
+        self.turns.ended.notify_all();
+    }
+}
+
+impl<K: Eq + Hash> std::fmt::Debug for Turn<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn").finish_non_exhaustive()
+    }
+}
+
+/// Locks the table, recovering from poisoning: every critical section leaves it valid.
+fn lock<K>(mutex: &Mutex<HashSet<K>>) -> MutexGuardOf<'_, HashSet<K>> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_taken_turn_times_out_and_a_dropped_one_passes_on() {
+        let turns = Arc::new(Turns::<u8>::new());
+        let first = Turns::take(&turns, 1, None).expect("free");
+        let soon = Instant::now() + Duration::from_millis(20);
+        assert!(Turns::take(&turns, 1, Some(soon)).is_none(), "taken");
+        assert!(
+            Turns::take(&turns, 2, Some(soon)).is_some(),
+            "another key is free"
+        );
+        drop(first);
+        assert!(Turns::take(&turns, 1, Some(soon)).is_some(), "passed on");
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Three threads take turns at one key: never two inside at once, and every one gets its
+    /// turn (a lost wake-up would deadlock the model).
+    #[test]
+    fn loom_turns_exclude_and_every_waiter_gets_in() {
+        loom::model(|| {
+            let turns = Arc::new(Turns::<u8>::new());
+            let inside = Arc::new(AtomicUsize::new(0));
+            let served = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..3)
+                .map(|_| {
+                    let (turns, inside, served) = (turns.clone(), inside.clone(), served.clone());
+                    loom::thread::spawn(move || {
+                        let turn = Turns::take(&turns, 7, None).expect("no deadline");
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two inside");
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        served.fetch_add(1, Ordering::SeqCst);
+                        drop(turn);
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().expect("thread");
+            }
+            assert_eq!(served.load(Ordering::SeqCst), 3);
+        });
+    }
+
+    /// A turn dropped while its holder unwinds (a producer's panic) still passes on.
+    #[test]
+    fn loom_a_turn_dropped_by_a_panic_passes_on() {
+        loom::model(|| {
+            let turns = Arc::new(Turns::<u8>::new());
+            let holder = {
+                let turns = turns.clone();
+                loom::thread::spawn(move || {
+                    let _turn = Turns::take(&turns, 1, None).expect("no deadline");
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let _moved = _turn;
+                        panic!("producer crashed");
+                    }));
+                    assert!(result.is_err());
+                })
+            };
+            let waiter = {
+                let turns = turns.clone();
+                loom::thread::spawn(move || Turns::take(&turns, 1, None).is_some())
+            };
+            holder.join().expect("holder");
+            assert!(waiter.join().expect("waiter"));
+        });
+    }
+}
