@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo xtask crash-test [--kills N] [--workers W] [--seed S] [--fs tmp|ext4|xfs|xfs4k|btrfs|tmpfs]
-//!                        [--kernels K] [--check-every K] [--json] [--inject-bug NAME]
+//!                        [--kernels K] [--store-keys K] [--check-every K] [--json] [--inject-bug NAME]
 //! cargo xtask crash-test --race [--procs P] [--kernels K] [--rounds R] [--fs ...] [--json] [--inject-bug NAME]
 //! cargo xtask crash-test --power-loss [--cuts N] [--seed S] [--json]
 //! cargo xtask crash-test --fs nfs-sim [--hosts N] [--locks shared|local] [--actimeo S]
@@ -80,7 +80,7 @@ fn power_loss(args: &[String]) -> Result<()> {
 
 fn usage() -> &'static str {
     "usage:\n  cargo xtask crash-test [--kills N] [--workers W] [--seed S] [--fs tmp|ext4|xfs|xfs4k|btrfs|tmpfs] \
-     [--kernels K] [--check-every K] [--json] [--inject-bug in-place|meta-first|skip-lock|delete-lock-file] \
+     [--kernels K] [--store-keys K] [--check-every K] [--json] [--inject-bug in-place|meta-first|skip-lock|delete-lock-file] \
      [--remote [--remote-store redis|s3] [--remote-kill-every K]]\n  \
      cargo xtask crash-test --race [--procs P] [--kernels K] [--rounds R] [--fs ...] [--json] [--inject-bug skip-lock]\n  \
      cargo xtask crash-test --power-loss [--cuts N] [--seed S] [--json]\n  \

@@ -185,12 +185,14 @@ pub fn run(args: &[String]) -> Result<()> {
         crate::crash_test::run(&args(&["--kills", "200", "--seed", "1", "--fs", "xfs"]))
     })?;
     // Three simulated NFS hosts in each lock mode (issue 13): host crashes, cross-host pins,
-    // compiles per key per mode. actimeo 0, a 3 s grace and one check at the end (a check hits
-    // every kernel) let eviction happen in a short run.
+    // compiles per key per mode, stored entries shared by the hosts. actimeo 0, a 1.5 s grace,
+    // a cold start and one check at the end (a check hits every kernel) let entries go idle and
+    // be evicted in a short run; 24 stored keys keep producers busy. The run fails unless every
+    // phase (compiling, publishing, evicting, each store phase, ...) saw a kill.
     for locks in ["shared", "local"] {
         step(&format!("crash-test nfs-sim {locks}"), &mut || {
-            let run = "--kills 150 --seed 1 --fs nfs-sim --hosts 3 --actimeo 0 --grace-ms 3000 \
-                       --kernels 60 --max-delay-ms 200 --check-every 150 --locks";
+            let run = "--kills 150 --seed 1 --fs nfs-sim --hosts 3 --actimeo 0 --grace-ms 1500 \
+                       --kernels 60 --store-keys 24 --max-delay-ms 200 --check-every 150 --locks";
             let mut list: Vec<&str> = run.split_whitespace().collect();
             list.push(locks);
             crate::crash_test::run(&args(&list))

@@ -105,6 +105,38 @@ pub fn dir_files(seq: u64) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The namespace of the workload's stored entries (`jit_cache::store`).
+pub const STORE_NAMESPACE: &str = "crash-triton";
+
+/// The caller's key of stored entry `index`.
+pub fn store_key(index: usize) -> String {
+    format!("triton-{index:03}")
+}
+
+/// The stored entry index a caller's key belongs to.
+pub fn store_index_of_key(key: &str) -> Option<usize> {
+    key.strip_prefix("triton-")?.parse().ok()
+}
+
+/// The files of stored entry `index`, as a Triton-like producer writes them (`.ttir`, `.ptx`,
+/// `.cubin`, `.json`): names and contents, a pure function of the index, 8-40 KiB each.
+pub fn stored_files(index: usize) -> Vec<(String, Vec<u8>)> {
+    ["ttir", "ptx", "cubin", "json"]
+        .iter()
+        .enumerate()
+        .map(|(i, ext)| {
+            let mut rng = Rng::derive(0x5354_4f52_0000 + index as u64, i as u64);
+            let len = 8192 + (rng.next_u64() % 32_768) as usize;
+            let mut bytes = vec![0u8; len];
+            rng.fill(&mut bytes);
+            let header = format!("{ext}:{index}:");
+            let n = header.len().min(len);
+            bytes[..n].copy_from_slice(&header.as_bytes()[..n]);
+            (format!("kernel.{ext}"), bytes)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +153,14 @@ mod tests {
         );
         assert_eq!(kernel_index_of_text(&kernel_text(12)), Some(12));
         assert_eq!(kernel_index_of_name(&kernel_name(3)), Some(3));
+    }
+
+    #[test]
+    fn stored_files_are_deterministic_and_distinct_per_key() {
+        assert_eq!(stored_files(3), stored_files(3));
+        assert_ne!(stored_files(3), stored_files(4));
+        assert_eq!(stored_files(3).len(), 4, "four files per stored entry");
+        assert_eq!(store_index_of_key(&store_key(17)), Some(17));
     }
 
     #[test]

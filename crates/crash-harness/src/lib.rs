@@ -44,7 +44,8 @@ mod trace;
 
 pub use content::{
     check_put, dir_files, expected_artifact, fnv1a, kernel_index_of_name, kernel_index_of_text,
-    kernel_name, kernel_text, put_contents, PUT_HEADER,
+    kernel_name, kernel_text, put_contents, store_index_of_key, store_key, stored_files,
+    PUT_HEADER, STORE_NAMESPACE,
 };
 pub use report::CheckReport;
 pub use rng::Rng;

@@ -37,6 +37,27 @@ pub struct CheckReport {
     /// them aside): a false alarm of `jit-cache`'s `verify`, counted, not a violation.
     #[serde(default)]
     pub verify_vanished: Vec<String>,
+    /// Stored entries (`jit_cache::store`) examined.
+    #[serde(default)]
+    pub stored_checked: usize,
+    /// Stored entries present but not whole: a file missing, cut short, or not the producer's
+    /// bytes, or `meta.json` absent, garbled or not the key's.
+    #[serde(default)]
+    pub stored_torn: Vec<String>,
+    /// Stored keys whose `begin` (short wait, every worker dead) answered neither `Ready` nor
+    /// `Produce`, or whose entry came back wrong.
+    #[serde(default)]
+    pub stored_stuck: Vec<String>,
+    /// Stored keys the checker's `begin` found ready.
+    #[serde(default)]
+    pub stored_ready: usize,
+    /// Stored keys the checker's `begin` made it produce (none was published).
+    #[serde(default)]
+    pub stored_produced: usize,
+    /// `Busy` answers the workers got (a producer held the key for the whole wait): counted, not
+    /// violations (a stuck key is the checker's finding).
+    #[serde(default)]
+    pub store_busy: usize,
     /// The event log's rules (overlapping holders, double compiles).
     pub trace: TraceFindings,
 }
@@ -53,6 +74,8 @@ impl CheckReport {
         [
             tagged("corrupt entry", &self.corrupt),
             tagged("partial entry", &self.partial),
+            tagged("torn stored entry", &self.stored_torn),
+            tagged("stuck stored key", &self.stored_stuck),
             tagged("stuck lock", &self.stuck_locks),
             tagged("lock file replaced", &self.lock_files_replaced),
             tagged("leftover after sweep", &self.leftovers_after_sweep),
@@ -62,6 +85,7 @@ impl CheckReport {
             tagged("worker", &self.worker_violations),
             tagged("overlapping lock holders", &self.trace.lock_overlaps),
             tagged("double compile", &self.trace.double_compiles),
+            tagged("double produce", &self.trace.double_produces),
             tagged(
                 "corrupt entry found by a builder",
                 &self.trace.corrupt_found,

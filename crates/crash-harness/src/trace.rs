@@ -18,6 +18,11 @@
 //!   and no `trash` of the key was logged since. A recompile after the earlier builder died before
 //!   publishing, or after the entry was evicted, is legitimate (and counted as such). Compiles
 //!   whose output lies outside the cache (the cache's private fallback) are counted apart.
+//! - The workers log `produce-start` once `jit_cache::store`'s `begin` made them a stored entry's
+//!   producer (key field: the key directory's digest) and `produce-end` after its commit
+//!   returned; jit-cache logs `point store-published` after the rename. The same rule as for
+//!   compiles makes a produce a **double produce**: one producer per key at a time, and none
+//!   while the entry a producer published is in place.
 //! - jit-cache logs `corrupt` for every broken entry a builder finds under its lock: a correct
 //!   protocol never leaves one, so each is a violation.
 
@@ -78,6 +83,18 @@ pub struct TraceFindings {
     /// Corrupt entries a builder found under its key lock (a correct protocol leaves none).
     #[serde(default)]
     pub corrupt_found: Vec<String>,
+    /// Stored entries produced (begin answered `Produce`).
+    #[serde(default)]
+    pub produces: usize,
+    /// Produces again because the earlier producer died before publishing.
+    #[serde(default)]
+    pub reproduces_after_kill: usize,
+    /// Produces again because the entry was evicted.
+    #[serde(default)]
+    pub reproduces_after_eviction: usize,
+    /// Produces of a stored key that the rule forbids.
+    #[serde(default)]
+    pub double_produces: Vec<String>,
 }
 
 impl TraceFindings {
@@ -91,6 +108,56 @@ impl TraceFindings {
         self.lock_overlaps.extend(other.lock_overlaps);
         self.double_compiles.extend(other.double_compiles);
         self.corrupt_found.extend(other.corrupt_found);
+        self.produces += other.produces;
+        self.reproduces_after_kill += other.reproduces_after_kill;
+        self.reproduces_after_eviction += other.reproduces_after_eviction;
+        self.double_produces.extend(other.double_produces);
+    }
+}
+
+/// Why a key is made again (a compile or a produce), when the rule allows it.
+enum Again {
+    First,
+    AfterKill,
+    AfterEviction,
+}
+
+impl KeyState {
+    /// A compile or produce of this key begins (builder `builder`, the process doing the work
+    /// `worker`): why that is allowed, or the rule it breaks.
+    fn start(
+        &mut self,
+        key: &str,
+        builder: u32,
+        worker: u32,
+        stillborn: bool,
+    ) -> Result<Again, String> {
+        let verdict = if let Some((other_worker, other)) = self.running {
+            Err(format!(
+                "{key} made by builder {builder} while builder {other} (process {other_worker}) was still making it"
+            ))
+        } else if self.compiles == 0 {
+            Ok(Again::First)
+        } else {
+            match (self.published, self.trashed) {
+                (true, false) => Err(format!(
+                    "{key} made again by builder {builder} while the entry builder {} published was in place",
+                    self.last_builder.unwrap_or(0)
+                )),
+                (true, true) => Ok(Again::AfterEviction),
+                (false, _) => Ok(Again::AfterKill),
+            }
+        };
+        self.compiles += 1;
+        self.running = if stillborn {
+            None
+        } else {
+            Some((worker, builder))
+        };
+        self.last_builder = Some(builder);
+        self.published = false;
+        self.trashed = false;
+        verdict
     }
 }
 
@@ -113,6 +180,8 @@ pub fn analyze(
     let mut findings = TraceFindings::default();
     let mut holders: HashMap<String, Vec<(u32, String)>> = HashMap::new();
     let mut states: HashMap<String, KeyState> = HashMap::new();
+    // Stored keys, by their key directory's digest.
+    let mut stored: HashMap<String, KeyState> = HashMap::new();
     // A killed process may still write a line or two between the harness's `kill` line and its
     // death; its pid is not reused before the harness logs `reaped`. Lines of a dying process are
     // ignored (its holds ended at the `kill` line, which is lenient); a line from a reaped pid is
@@ -165,15 +234,20 @@ pub fn analyze(
                     for held in holders.values_mut() {
                         held.retain(|(pid, _)| *pid != dead);
                     }
-                    for state in states.values_mut() {
+                    for state in states.values_mut().chain(stored.values_mut()) {
                         if state.running.is_some_and(|(_, builder)| builder == dead) {
                             state.running = None;
                         }
                     }
                 }
             }
-            "point" if event.detail == "published" => {
-                if let Some(state) = states.get_mut(&event.key) {
+            "point" if event.detail == "published" || event.detail == "store-published" => {
+                let map = if event.detail == "published" {
+                    &mut states
+                } else {
+                    &mut stored
+                };
+                if let Some(state) = map.get_mut(&event.key) {
                     if state.last_builder == Some(event.pid) {
                         state.published = true;
                         state.trashed = false;
@@ -186,8 +260,28 @@ pub fn analyze(
                     .push(format!("key {}: {}", short(&event.key), event.detail))
             }
             "trash" => {
-                if let Some(state) = states.get_mut(&event.key) {
-                    state.trashed = true;
+                for map in [&mut states, &mut stored] {
+                    if let Some(state) = map.get_mut(&event.key) {
+                        state.trashed = true;
+                    }
+                }
+            }
+            "produce-start" => {
+                findings.produces += 1;
+                let state = stored.entry(event.key.clone()).or_default();
+                let stillborn = dying.contains(&event.pid);
+                match state.start(&event.key, event.pid, event.pid, stillborn) {
+                    Ok(Again::First) => {}
+                    Ok(Again::AfterKill) => findings.reproduces_after_kill += 1,
+                    Ok(Again::AfterEviction) => findings.reproduces_after_eviction += 1,
+                    Err(why) => findings.double_produces.push(why),
+                }
+            }
+            "produce-end" => {
+                if let Some(state) = stored.get_mut(&event.key) {
+                    if state.running.is_some_and(|(worker, _)| worker == event.pid) {
+                        state.running = None;
+                    }
                 }
             }
             "compile-start" => {
@@ -205,31 +299,12 @@ pub fn analyze(
                 let state = states.entry(key.clone()).or_default();
                 // A compiler whose builder was already killed is stillborn: it dies with it.
                 let stillborn = dying.contains(&builder) || reaped.contains(&builder);
-                if let Some((compiler, other)) = state.running {
-                    findings.double_compiles.push(format!(
-                        "{} compiled by builder {builder} while builder {other} (compiler {compiler}) was still compiling it",
-                        event.key
-                    ));
-                } else if state.compiles > 0 {
-                    match (state.published, state.trashed) {
-                        (true, false) => findings.double_compiles.push(format!(
-                            "{} compiled again by builder {builder} while the entry builder {} published was in place",
-                            event.key,
-                            state.last_builder.unwrap_or(0)
-                        )),
-                        (true, true) => findings.recompiles_after_eviction += 1,
-                        (false, _) => findings.recompiles_after_kill += 1,
-                    }
+                match state.start(&event.key, builder, event.pid, stillborn) {
+                    Ok(Again::First) => {}
+                    Ok(Again::AfterKill) => findings.recompiles_after_kill += 1,
+                    Ok(Again::AfterEviction) => findings.recompiles_after_eviction += 1,
+                    Err(why) => findings.double_compiles.push(why),
                 }
-                state.compiles += 1;
-                state.running = if stillborn {
-                    None
-                } else {
-                    Some((event.pid, builder))
-                };
-                state.last_builder = Some(builder);
-                state.published = false;
-                state.trashed = false;
             }
             "compile-end" => {
                 for state in states.values_mut() {
@@ -289,6 +364,54 @@ mod tests {
             analyze(&bad, &keys(), "/c").lock_overlaps.len(),
             1,
             "two holders at once"
+        );
+    }
+
+    #[test]
+    fn a_stored_key_has_one_producer_at_a_time_and_none_while_its_entry_is_in_place() {
+        let fine = log(&[
+            "10 produce-start bb00 triton-000",
+            "1 kill - 10 store-writing",
+            "1 reaped - 10",
+            "11 produce-start bb00 triton-000",
+            "11 point bb00 store-published",
+            "11 produce-end bb00 triton-000",
+            "12 trash bb00 /c/v2/entries/bb/bb00/v",
+            "13 produce-start bb00 triton-000",
+        ]);
+        let found = analyze(&fine, &keys(), "/c");
+        assert!(
+            found.double_produces.is_empty(),
+            "after a kill and after an eviction: {:?}",
+            found.double_produces
+        );
+        assert_eq!(
+            (
+                found.produces,
+                found.reproduces_after_kill,
+                found.reproduces_after_eviction
+            ),
+            (3, 1, 1)
+        );
+        let at_once = log(&[
+            "10 produce-start bb00 triton-000",
+            "11 produce-start bb00 triton-000",
+        ]);
+        assert_eq!(
+            analyze(&at_once, &keys(), "/c").double_produces.len(),
+            1,
+            "two producers of one key at once"
+        );
+        let in_place = log(&[
+            "10 produce-start bb00 triton-000",
+            "10 point bb00 store-published",
+            "10 produce-end bb00 triton-000",
+            "11 produce-start bb00 triton-000",
+        ]);
+        assert_eq!(
+            analyze(&in_place, &keys(), "/c").double_produces.len(),
+            1,
+            "a produce while the published entry is in place"
         );
     }
 

@@ -23,11 +23,16 @@ pub struct CheckArgs {
     dir: PathBuf,
     #[arg(long)]
     kernels: usize,
+    #[arg(long, default_value_t = 0)]
+    store_keys: usize,
+    /// The first pass, on an empty root: no recovery builds, so the workers start cold.
+    #[arg(long)]
+    cold: bool,
 }
 
 pub fn main(args: &CheckArgs) -> Result<ExitCode> {
     let run = RunDir::at(&args.dir);
-    let report = check(&run, args.kernels)?;
+    let report = check(&run, args.kernels, args.store_keys, args.cold)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(ExitCode::SUCCESS)
 }
@@ -48,7 +53,7 @@ fn is_temp(name: &str) -> bool {
     durable_fs::is_temp_name(std::ffi::OsStr::new(name))
 }
 
-pub fn check(run: &RunDir, kernels: usize) -> Result<CheckReport> {
+pub fn check(run: &RunDir, kernels: usize, store_keys: usize, cold: bool) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let v1 = run.cache.join(jit_cache::FORMAT_DIR);
     check_locks(run, &v1, &mut report)?;
@@ -56,6 +61,11 @@ pub fn check(run: &RunDir, kernels: usize) -> Result<CheckReport> {
     check_ledger(run, &mut report);
     sweep(run, &v1, &mut report)?;
     let cache = run.open_cache()?;
+    // On the first pass the root is empty; building there would only warm it for the workers.
+    let kernels = if cold { 0 } else { kernels };
+    if !cold {
+        check_store_keys(&cache, store_keys, &mut report)?;
+    }
     for i in 0..kernels {
         match cache.get_or_build(&spec(i)) {
             Ok(built)
@@ -163,6 +173,9 @@ fn check_entries(v1: &Path, report: &mut CheckReport) {
 
 fn check_entry(dir: &Path, key: &str, report: &mut CheckReport) {
     let shown = dir.display();
+    if !looks_like_kernel_entry(dir) {
+        return check_stored_entry(dir, key, report);
+    }
     let meta: serde_json::Value = match std::fs::read(dir.join("meta.json")) {
         Err(e) => return report.partial.push(format!("{shown}: no meta.json ({e})")),
         Ok(bytes) => match serde_json::from_slice(&bytes) {
@@ -210,6 +223,131 @@ fn check_entry(dir: &Path, key: &str, report: &mut CheckReport) {
     }
 }
 
+/// Whether the entry at `dir` is a kernel's rather than a stored entry: its `meta.json` says so,
+/// or, without a usable one, it has no file of the workload's stored entries.
+fn looks_like_kernel_entry(dir: &Path) -> bool {
+    let meta = std::fs::read(dir.join("meta.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    match meta {
+        Some(meta) => meta["kind"].as_str() != Some("stored"),
+        None => !names(dir).iter().any(|n| n.starts_with("kernel.")),
+    }
+}
+
+/// A stored entry present is whole: `meta.json` names this key of the workload's namespace
+/// and exactly its files, and each file holds the producer's bytes (read here, not through the
+/// store, and compared with the workload's content, not only with `meta.json`).
+fn check_stored_entry(dir: &Path, key_dir: &str, report: &mut CheckReport) {
+    report.stored_checked += 1;
+    let shown = dir.display();
+    let mut torn = |why: String| report.stored_torn.push(format!("{shown}: {why}"));
+    let meta: serde_json::Value = match std::fs::read(dir.join("meta.json")) {
+        Err(e) => return torn(format!("no meta.json ({e})")),
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(meta) => meta,
+            Err(e) => return torn(format!("meta.json is cut short or garbled ({e})")),
+        },
+    };
+    let key = meta["key"].as_str().unwrap_or("");
+    let Some(index) = crash_harness::store_index_of_key(key)
+        .filter(|_| meta["namespace"].as_str() == Some(crash_harness::STORE_NAMESPACE))
+    else {
+        return torn(format!(
+            "meta.json names {:?}/{key:?}, not a workload key",
+            meta["namespace"]
+        ));
+    };
+    if key_dir != crate::setup::store_digest(index) {
+        torn(format!("{key} is published under another key's directory"));
+    }
+    let expected = crash_harness::stored_files(index);
+    let mut wanted: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+    wanted.sort_unstable();
+    let listed: Vec<&str> = meta["files"]
+        .as_array()
+        .map(|files| files.iter().filter_map(|f| f["name"].as_str()).collect())
+        .unwrap_or_default();
+    if listed != wanted {
+        torn(format!(
+            "meta.json lists {listed:?}, the producer wrote {wanted:?}"
+        ));
+    }
+    let mut on_disk = names(dir);
+    on_disk.retain(|n| n != "meta.json");
+    if on_disk != wanted {
+        torn(format!("holds {on_disk:?}, the producer wrote {wanted:?}"));
+    }
+    for (name, bytes) in &expected {
+        let recorded = meta["files"]
+            .as_array()
+            .and_then(|files| files.iter().find(|f| f["name"].as_str() == Some(name)));
+        match std::fs::read(dir.join(name)) {
+            Err(e) => torn(format!("{name} missing ({e})")),
+            Ok(read) if read != *bytes => torn(format!(
+                "{name} is {} bytes that are not the producer's {} bytes",
+                read.len(),
+                bytes.len()
+            )),
+            Ok(read) => {
+                let digest = fingerprint::Digest::of_bytes(&read).to_hex();
+                if recorded.is_some_and(|r| {
+                    r["size"].as_u64() != Some(read.len() as u64)
+                        || r["digest"].as_str() != Some(digest.as_str())
+                }) {
+                    torn(format!(
+                        "{name} does not match its size and digest in meta.json"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// No stored key is stuck: with every worker dead, `begin` with a short wait on each key
+/// answers `Ready` (then the entry is the producer's, byte for byte) or `Produce` (then this
+/// pass produces it, so a later pass finds it ready), never `Busy` or an error.
+fn check_store_keys(
+    cache: &jit_cache::Cache,
+    store_keys: usize,
+    report: &mut CheckReport,
+) -> Result<()> {
+    use jit_cache::store::Claim;
+    let store = cache.store().context("the cache's store")?;
+    let namespace = crate::setup::namespace();
+    for index in 0..store_keys {
+        let key = crash_harness::store_key(index);
+        let entry = match store.begin(&namespace, &key, std::time::Duration::from_millis(500)) {
+            Ok(Claim::Ready(entry)) => {
+                report.stored_ready += 1;
+                entry
+            }
+            Ok(Claim::Produce(producer)) => {
+                report.stored_produced += 1;
+                let produced = crash_harness::stored_files(index)
+                    .iter()
+                    .try_for_each(|(name, bytes)| producer.write(name, bytes))
+                    .and_then(|()| producer.commit());
+                match produced {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        report.stored_stuck.push(format!("{key}: produce: {e}"));
+                        continue;
+                    }
+                }
+            }
+            Err(e) => {
+                report.stored_stuck.push(format!("{key}: begin: {e}"));
+                continue;
+            }
+        };
+        for problem in crate::setup::stored_entry_problems(&entry, index) {
+            report.stored_stuck.push(format!("{key}: {problem}"));
+        }
+    }
+    Ok(())
+}
+
 fn check_ledger(run: &RunDir, report: &mut CheckReport) {
     let text = std::fs::read_to_string(&run.ledger).unwrap_or_default();
     let mut begun: HashMap<String, HashSet<u64>> = HashMap::new();
@@ -243,6 +381,7 @@ fn check_ledger(run: &RunDir, report: &mut CheckReport) {
                 dirs_removed.insert(detail.to_string());
             }
             "verify-vanished" => report.verify_vanished.push(detail.to_string()),
+            "store-busy" => report.store_busy += 1,
             "wrong-read" | "verify-corrupt" | "op-error" | "pin-vanished" => {
                 report.worker_violations.push(format!("{event} {detail}"))
             }

@@ -13,13 +13,18 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 /// The points a launch can be armed with: jit-cache's, then the worker's own.
-const POINTS: [(&str, bool); 10] = [
+const POINTS: [(&str, bool); 15] = [
     ("locked", true),
     ("compiling", true),
     ("writing-meta", true),
     ("publishing", true),
     ("published", true),
     ("evicting", true),
+    ("store-locked", true),
+    ("store-writing-meta", true),
+    ("store-publishing", true),
+    ("store-published", true),
+    ("store-writing", false),
     ("put-writing", false),
     ("put-fsyncing", false),
     ("commit-writing", false),
@@ -46,6 +51,13 @@ pub struct RunArgs {
     /// Percentage of worker launches armed with a failpoint (abort there).
     #[arg(long, default_value_t = 35)]
     pub failpoint_percent: u64,
+    /// Stored entries in the workload (`jit_cache::store` keys, produced by begin/commit).
+    #[arg(long, default_value_t = 6)]
+    pub store_keys: usize,
+    /// How long (ms) an armed launch is spared by the schedule, so that it reaches its point
+    /// (after that, or when every worker is armed and young, it is a victim like any other).
+    #[arg(long, default_value_t = 1500)]
+    pub armed_grace_ms: u64,
     /// Longest pause between two kills, in ms (the pause is drawn from 2..=this).
     #[arg(long, default_value_t = 60)]
     pub max_delay_ms: u64,
@@ -88,7 +100,9 @@ pub struct RunReport {
     pub kills_on_schedule: usize,
     pub kills_at_checks: usize,
     pub kills_at_host_crashes: usize,
+    /// Phases with no kill: each fails the run.
     pub phases_missed: Vec<String>,
+    pub phases_required: Vec<String>,
     pub checks: usize,
     pub entries_checked: usize,
     pub corrupt: usize,
@@ -112,6 +126,18 @@ pub struct RunReport {
     pub lock_overlaps: usize,
     pub double_compiles: usize,
     pub corrupt_found_by_builders: usize,
+    /// Stored entries (`jit_cache::store`): examined, torn, stuck keys, what the checker's
+    /// `begin` found, the workers' `Busy` answers, and the producer rule.
+    pub stored_checked: usize,
+    pub stored_torn: usize,
+    pub stored_stuck: usize,
+    pub stored_ready: usize,
+    pub stored_produced_by_checker: usize,
+    pub store_busy: usize,
+    pub produces: usize,
+    pub reproduces_after_kill: usize,
+    pub reproduces_after_eviction: usize,
+    pub double_produces: usize,
     pub violations: usize,
     pub violation_samples: Vec<String>,
     pub elapsed_s: f64,
@@ -164,6 +190,16 @@ impl RunReport {
         self.puts_bad += check.puts_bad.len();
         self.dirs_checked += check.dirs_checked;
         self.dirs_bad += check.dirs_bad.len();
+        self.stored_checked += check.stored_checked;
+        self.stored_torn += check.stored_torn.len();
+        self.stored_stuck += check.stored_stuck.len();
+        self.stored_ready += check.stored_ready;
+        self.stored_produced_by_checker += check.stored_produced;
+        self.store_busy = check.store_busy;
+        self.produces = check.trace.produces;
+        self.reproduces_after_kill = check.trace.reproduces_after_kill;
+        self.reproduces_after_eviction = check.trace.reproduces_after_eviction;
+        self.double_produces = check.trace.double_produces.len();
         // Worker records and the event log are cumulative: the latest pass has them all.
         self.worker_violations = check.worker_violations.len();
         self.pins_vanished = check
@@ -197,6 +233,9 @@ impl RunReport {
             + self.lock_overlaps
             + self.double_compiles
             + self.corrupt_found_by_builders
+            + self.stored_torn
+            + self.stored_stuck
+            + self.double_produces
             + self
                 .remote
                 .as_ref()
@@ -232,7 +271,10 @@ impl RunReport {
             self.kills_at_host_crashes
         );
         if self.phases_missed.is_empty() {
-            println!("every phase was hit: {}", REQUIRED_PHASES.join(", "));
+            println!(
+                "every required phase was hit: {}",
+                self.phases_required.join(", ")
+            );
         } else {
             println!(
                 "MISSED phases (no kill there): {}",
@@ -264,6 +306,19 @@ impl RunReport {
             self.uncached_compiles,
             self.double_compiles,
             self.corrupt_found_by_builders
+        );
+        println!(
+            "stored entries checked {}, torn {}, stuck keys {} (the checker's begin: {} ready, {} produced), busy answers {}; produces {} (again: {} after a kill, {} after eviction), double produces {}",
+            self.stored_checked,
+            self.stored_torn,
+            self.stored_stuck,
+            self.stored_ready,
+            self.stored_produced_by_checker,
+            self.store_busy,
+            self.produces,
+            self.reproduces_after_kill,
+            self.reproduces_after_eviction,
+            self.double_produces
         );
         if self.hosts > 1 {
             println!(
@@ -306,6 +361,7 @@ impl RunReport {
 struct Worker {
     child: Child,
     armed: Option<&'static str>,
+    started: Instant,
 }
 
 struct Supervisor<'a> {
@@ -367,11 +423,14 @@ impl Supervisor<'_> {
                 &self.args.kernels.to_string(),
                 "--generation",
                 &self.generation.to_string(),
+                "--store-keys",
+                &self.args.store_keys.to_string(),
             ])
             .env("JIT_CACHE_LOCK_LOG", &self.run.trace)
             .env("JIT_CACHE_PHASE_FILE", &phase_file)
             .env_remove("JIT_CACHE_FAILPOINT")
             .env_remove("CRASH_WORKER_FAILPOINT")
+            .env_remove("CRASH_WORKER_AIM")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(self.stderr.try_clone()?);
@@ -381,7 +440,12 @@ impl Supervisor<'_> {
         if let Some(server) = &self.remote {
             cmd.envs(server.env());
         }
+        if self.cluster.is_some() {
+            cmd.arg("--multi-host");
+        }
         if let Some((point, in_cache)) = armed {
+            // The worker repeats the operation that reaches its point.
+            cmd.env("CRASH_WORKER_AIM", point);
             if in_cache {
                 cmd.env("JIT_CACHE_FAILPOINT", format!("{point}:abort"));
             } else {
@@ -410,6 +474,7 @@ impl Supervisor<'_> {
         Ok(Worker {
             child,
             armed: armed.map(|(p, _)| p),
+            started: Instant::now(),
         })
     }
 
@@ -502,6 +567,7 @@ impl Supervisor<'_> {
     }
 
     fn check(&mut self) -> Result<()> {
+        let first = self.report.checks == 0;
         drain_orphans(self.remote.as_ref().map(|s| s.pid()));
         if let (Some(server), Some(report)) = (&self.remote, self.report.remote.as_mut()) {
             let audit = server.audit()?;
@@ -518,12 +584,20 @@ impl Supervisor<'_> {
             .arg("--dir")
             .arg(&self.run.root)
             .args(["--kernels", &self.args.kernels.to_string()])
+            .args(["--store-keys", &self.args.store_keys.to_string()])
             .env("JIT_CACHE_LOCK_LOG", &self.run.trace)
             .env_remove("JIT_CACHE_FAILPOINT")
             .env_remove("JIT_CACHE_PHASE_FILE")
             .stderr(Stdio::inherit());
         if let Some(bug) = &self.args.inject_bug {
             cmd.env("JIT_CACHE_INJECT_BUG", bug);
+        }
+        if first && self.cluster.is_some() {
+            // Across hosts a warm entry rarely goes cold again in a short run (it is evicted
+            // only once idle for the grace period), so the workers start cold: the first
+            // builds are theirs, to be killed in. On one host gc makes keys cold again at once,
+            // and a warm start gives `--remote` runs blobs to fetch from the start.
+            cmd.arg("--cold");
         }
         let out = match self.cluster {
             // On host 0, reading every host's event log (by lock mode: one order across hosts,
@@ -602,11 +676,13 @@ pub fn main(args: &RunArgs) -> Result<ExitCode> {
     } else {
         report.print();
     }
-    Ok(if report.violations == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(
+        if report.violations == 0 && report.phases_missed.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
 }
 
 fn run_in(
@@ -684,10 +760,11 @@ fn run_in(
     let mut next_check = args.check_every.max(1);
     while sup.report.kills < args.kills {
         let delay = sup.rng.range(2, args.max_delay_ms.max(2) + 1);
-        let victim = sup.rng.range(0, args.workers as u64) as usize;
+        let drawn = sup.rng.range(0, args.workers as u64) as usize;
         // The schedule's pause, not synchronisation: the workers run meanwhile.
         std::thread::sleep(Duration::from_millis(delay));
         sup.reap(&mut workers)?;
+        let victim = spare_armed(&workers, drawn, args.armed_grace_ms);
         sup.kill(victim, &mut workers[victim], Source::Schedule)?;
         workers[victim] = sup.launch(victim)?;
         if let Some(cluster) = cluster {
@@ -738,13 +815,40 @@ fn run_in(
         remote.stats = sup.run.open_cache()?.remote_stats();
     }
     let mut report = sup.report;
-    report.phases_missed = REQUIRED_PHASES
-        .iter()
-        .filter(|p| !report.kills_by_phase.contains_key(**p))
+    report.phases_missed = required_phases(&args.points)
+        .into_iter()
+        .filter(|p| !report.kills_by_phase.contains_key(*p))
         .map(|p| p.to_string())
+        .collect();
+    report.phases_required = required_phases(&args.points)
+        .into_iter()
+        .map(String::from)
         .collect();
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The schedule's victim: the drawn slot, or the next one not armed within its grace, so that
+/// an armed launch lives to reach its point (the drawn one when every worker is spared).
+fn spare_armed(workers: &[Worker], drawn: usize, grace_ms: u64) -> usize {
+    let grace = Duration::from_millis(grace_ms);
+    (0..workers.len())
+        .map(|i| (drawn + i) % workers.len())
+        .find(|&slot| {
+            let worker = &workers[slot];
+            worker.armed.is_none() || worker.started.elapsed() >= grace
+        })
+        .unwrap_or(drawn)
+}
+
+/// The phases the run must kill in: all of [`REQUIRED_PHASES`], or with `--points`, those the
+/// chosen points belong to (the others may be missed by a schedule alone).
+fn required_phases(points: &[String]) -> Vec<&'static str> {
+    REQUIRED_PHASES
+        .iter()
+        .copied()
+        .filter(|phase| points.is_empty() || points.iter().any(|p| phase_class(p) == *phase))
+        .collect()
 }
 
 /// Waits until every process left by the killed workers has exited. Called with every worker

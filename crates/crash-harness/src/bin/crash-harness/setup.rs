@@ -110,6 +110,60 @@ pub fn spec(index: usize) -> KernelSpec {
     )
 }
 
+/// The workload's store namespace.
+pub fn namespace() -> jit_cache::store::Namespace {
+    jit_cache::store::Namespace::new(crash_harness::STORE_NAMESPACE)
+        .expect("the workload's namespace is a valid name")
+}
+
+/// The key directory's digest (hex) of stored entry `index`, as `jit_cache::store` computes it
+/// (its preimage, restated here so the event log can name the key before anything is published;
+/// the checker compares it with the published entries' directories, so a drift is caught).
+pub fn store_digest(index: usize) -> String {
+    let mut text = b"jit-cache stored entry 1\0".to_vec();
+    text.extend_from_slice(crash_harness::STORE_NAMESPACE.as_bytes());
+    text.push(0);
+    text.extend_from_slice(crash_harness::store_key(index).as_bytes());
+    fingerprint::Digest::of_bytes(&text).to_hex()
+}
+
+/// What is wrong with a stored entry the store handed out as stored entry `index`: its
+/// directory is not the key's, its files are not exactly the workload's, or a file's bytes
+/// (read through the store, which checks them against `meta.json`) are not the workload's.
+pub fn stored_entry_problems(entry: &jit_cache::store::StoredEntry, index: usize) -> Vec<String> {
+    let mut problems = Vec::new();
+    let key_dir = entry
+        .dir()
+        .parent()
+        .and_then(|k| k.file_name())
+        .and_then(|k| k.to_str());
+    if key_dir != Some(store_digest(index).as_str()) {
+        problems.push(format!(
+            "{} is not in the key's directory {}",
+            entry.dir().display(),
+            store_digest(index)
+        ));
+    }
+    let expected = crash_harness::stored_files(index);
+    let names: Vec<&str> = entry.files().collect();
+    let mut wanted: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+    wanted.sort_unstable();
+    if names != wanted {
+        problems.push(format!("files {names:?}, expected {wanted:?}"));
+    }
+    for (name, bytes) in &expected {
+        match entry.read(name) {
+            Ok(read) if read == *bytes => {}
+            Ok(read) => problems.push(format!(
+                "{name}: {} bytes that are not the producer's",
+                read.len()
+            )),
+            Err(e) => problems.push(format!("{name}: {e}")),
+        }
+    }
+    problems
+}
+
 /// Kernel names to key hex, as the cache computes them.
 pub fn keys(cache: &Cache, kernels: usize) -> Result<HashMap<String, String>> {
     (0..kernels)
@@ -160,6 +214,12 @@ pub fn read_phase(path: &Path) -> String {
 pub fn phase_class(name: &str) -> &'static str {
     match name {
         "compiling" => "compiling",
+        "store-locked" => "store-locked",
+        "store-writing" => "store-writing",
+        "store-writing-meta" => "store-writing-meta",
+        "store-publishing" => "store-publishing",
+        "store-published" => "store-published",
+        "store-begin" | "store-checking" => "store-lookup",
         "writing-meta" | "put-writing" | "commit-writing" => "writing",
         "put-fsyncing" | "commit-fsyncing" => "fsyncing",
         "publishing" => "publishing",
@@ -174,9 +234,21 @@ pub fn phase_class(name: &str) -> &'static str {
     }
 }
 
-/// The phases every run should kill in; a run that missed one says so.
-pub const REQUIRED_PHASES: [&str; 5] =
-    ["compiling", "writing", "fsyncing", "publishing", "evicting"];
+/// The phases every run must kill in; a run that misses one fails. The `store-` ones are a
+/// stored entry's producer (`jit_cache::store`): holding the key, between two of its files, writing
+/// `meta.json`, renaming, and just after.
+pub const REQUIRED_PHASES: [&str; 10] = [
+    "compiling",
+    "writing",
+    "fsyncing",
+    "publishing",
+    "evicting",
+    "store-locked",
+    "store-writing",
+    "store-writing-meta",
+    "store-publishing",
+    "store-published",
+];
 
 /// Sets an old mtime on `path` (without following symlinks), so the sweep's age rule is met
 /// without waiting.

@@ -1,15 +1,25 @@
 //! One worker: a mixed workload against the shared cache root until it is killed.
 //!
-//! Builds (55%), durable puts (15%), staged directory commits (10%), `gc` (12%) and `verify` (8%)
-//! in an order drawn from the seed. The worker records in the ledger each put and commit it
-//! begins, and each one that returned `Ok` (after it returned), plus anything it saw wrong:
-//! a build whose bytes differ from the compiler's, an entry `verify` found corrupt, a failed
-//! operation. `CRASH_WORKER_FAILPOINT` (`put-writing`, `put-fsyncing`, `commit-writing`,
-//! `commit-fsyncing`) makes it kill itself there.
+//! Builds (45%), stored entries produced through `jit_cache::store`'s begin/write/commit (12%),
+//! durable puts (13%), staged directory commits (10%), `gc` (12%) and `verify` (8%) in an order
+//! drawn from the seed; in a multi-host run `gc` takes 18% and `verify` 2%, since under the
+//! shared protocol a verify refreshes every entry's last-use stamp, which pins it for the grace
+//! period on every host, and at 8% nothing would ever be idle long enough to be evicted. The
+//! worker records in the ledger each put and commit it begins, and each one that returned `Ok`
+//! (after it returned), plus anything it saw wrong: a build or stored entry whose bytes differ
+//! from the workload's, an entry `verify` found corrupt, a failed operation. In the event log it
+//! notes each stored entry it produces (`produce-start`, `produce-end`), for the one-producer rule.
+//! `CRASH_WORKER_FAILPOINT` (`put-writing`, `put-fsyncing`, `commit-writing`,
+//! `commit-fsyncing`, `store-writing`) makes it kill itself there; `CRASH_WORKER_AIM` (the point
+//! a launch is armed with) makes it repeat the operation that reaches that point.
 
 use crate::setup::{append, set_phase, spec, RunDir};
 use anyhow::Result;
-use crash_harness::{dir_files, expected_artifact, kernel_name, kernel_text, put_contents, Rng};
+use crash_harness::{
+    dir_files, expected_artifact, kernel_name, kernel_text, put_contents, store_key, stored_files,
+    Rng,
+};
+use jit_cache::store::{Claim, Store, StoredEntry};
 use jit_cache::GcPolicy;
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,6 +37,57 @@ pub struct WorkerArgs {
     kernels: usize,
     #[arg(long)]
     generation: u64,
+    /// Stored entries in the workload (keys `triton-000`...).
+    #[arg(long)]
+    store_keys: usize,
+    /// A multi-host run: fewer verifies (see the module's docs).
+    #[arg(long)]
+    multi_host: bool,
+}
+
+/// How long a worker waits for another producer of a stored entry before `Busy`.
+const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The pause after each stored file a producer writes, so that kills land mid-producer (the
+/// workload's pace, like the fake compiler's; not synchronisation).
+const STORE_STEP: std::time::Duration = std::time::Duration::from_millis(3);
+
+/// The operations of the workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Build,
+    Store,
+    Put,
+    Commit,
+    Gc,
+    Verify,
+}
+
+impl Op {
+    /// The operation drawn from `draw` (0..100).
+    fn drawn(draw: u64, multi_host: bool) -> Op {
+        let gc_end = if multi_host { 98 } else { 92 };
+        match draw {
+            0..45 => Op::Build,
+            45..57 => Op::Store,
+            57..70 => Op::Put,
+            70..80 => Op::Commit,
+            d if d < gc_end => Op::Gc,
+            _ => Op::Verify,
+        }
+    }
+
+    /// The operation that reaches the armed point `point`.
+    fn reaching(point: &str) -> Option<Op> {
+        Some(match point {
+            "locked" | "compiling" | "writing-meta" | "publishing" | "published" => Op::Build,
+            "evicting" => Op::Gc,
+            p if p.starts_with("store-") => Op::Store,
+            p if p.starts_with("put-") => Op::Put,
+            p if p.starts_with("commit-") => Op::Commit,
+            _ => return None,
+        })
+    }
 }
 
 struct Worker {
@@ -81,6 +142,10 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
         run,
     };
     let cache = worker.run.open_cache()?;
+    let store = cache.store()?;
+    let aim = std::env::var("CRASH_WORKER_AIM")
+        .ok()
+        .and_then(|p| Op::reaching(&p));
     let expected: Vec<Vec<u8>> = (0..args.kernels)
         .map(|i| expected_artifact(&kernel_text(i)))
         .collect();
@@ -109,8 +174,9 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
             }
         }
         let seq = (args.generation << 40) | ((args.slot as u64) << 32) | counter;
-        match rng.range(0, 100) {
-            0..55 => {
+        let drawn = Op::drawn(rng.range(0, 100), args.multi_host);
+        match aim.unwrap_or(drawn) {
+            Op::Build => {
                 // The previous pin goes first: this worker's own gc may then evict it.
                 drop(held.take());
                 held = build(
@@ -121,24 +187,30 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
                 )
                 .map(|artifact| (artifact, std::time::Instant::now()));
             }
-            55..70 => put(
+            Op::Store if args.store_keys > 0 => store_op(
+                &worker,
+                &store,
+                rng.range(0, args.store_keys as u64) as usize,
+            ),
+            Op::Store => {}
+            Op::Put => put(
                 &worker,
                 seq,
                 rng.range(0, 2),
                 rng.range(256 << 10, 1 << 20) as usize,
             ),
-            70..80 => commit(&worker, seq),
-            80..92 => {
+            Op::Commit => commit(&worker, seq),
+            Op::Gc => {
                 worker.phase("gc");
                 // Small enough that most entries go: keys turn cold again, and builders contend.
                 if let Err(e) = cache.gc(GcPolicy {
-                    max_bytes: Some(400 << 10),
+                    max_bytes: Some(600 << 10),
                     max_age: None,
                 }) {
                     worker.ledger("op-error", &format!("gc: {e}"));
                 }
             }
-            _ => {
+            Op::Verify => {
                 worker.phase("verifying");
                 match cache.verify() {
                     Ok(report) => {
@@ -196,6 +268,65 @@ fn build(
             worker.ledger("op-error", &format!("build {}: {e}", kernel_name(index)));
             None
         }
+    }
+}
+
+/// Asks the store for stored entry `index`: checks it when another producer made it, else
+/// produces it file by file (a pause after each, the worker's `store-writing` point after the
+/// second) and commits.
+fn store_op(worker: &Worker, store: &Store, index: usize) {
+    let key = store_key(index);
+    let digest = crate::setup::store_digest(index);
+    worker.phase("store-begin");
+    match store.begin(&crate::setup::namespace(), &key, STORE_WAIT) {
+        Ok(Claim::Ready(entry)) => {
+            worker.phase("store-checking");
+            check_stored(worker, &entry, index);
+        }
+        Ok(Claim::Produce(producer)) => {
+            // Logged after the claim (the key's lock is held) and the end after the commit
+            // returned: the lenient side, as the compiler's lines.
+            append(
+                &worker.run.trace,
+                worker.pid,
+                "produce-start",
+                &digest,
+                &key,
+            );
+            worker.phase("store-writing");
+            for (n, (name, bytes)) in stored_files(index).iter().enumerate() {
+                if let Err(e) = producer.write(name, bytes) {
+                    worker.ledger("op-error", &format!("store {key}: {e}"));
+                    return;
+                }
+                if n == 1 {
+                    worker.failpoint("store-writing");
+                }
+                std::thread::sleep(STORE_STEP);
+            }
+            match producer.commit() {
+                Ok(entry) => {
+                    append(&worker.run.trace, worker.pid, "produce-end", &digest, &key);
+                    worker.phase("store-checking");
+                    check_stored(worker, &entry, index);
+                }
+                Err(e) => worker.ledger("op-error", &format!("store {key}: commit: {e}")),
+            }
+        }
+        // Another producer held the key for the whole wait: counted, and the checker's
+        // `begin` on every key (with every worker dead) is what proves no key stays stuck.
+        Err(jit_cache::Error::Busy { .. }) => worker.ledger("store-busy", &key),
+        Err(e) => worker.ledger("op-error", &format!("store {key}: begin: {e}")),
+    }
+}
+
+/// A stored entry handed out must hold exactly the workload's files, byte for byte.
+fn check_stored(worker: &Worker, entry: &StoredEntry, index: usize) {
+    for problem in crate::setup::stored_entry_problems(entry, index) {
+        worker.ledger(
+            "wrong-read",
+            &format!("stored {}: {problem}", store_key(index)),
+        );
     }
 }
 
