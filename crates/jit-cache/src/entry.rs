@@ -10,7 +10,7 @@ use crate::fstype::Protocol;
 use crate::headers::{AbsenceGroup, HeaderRecord, Inputs};
 use crate::layout::variant_dir_name;
 use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use};
-pub(crate) use crate::pin::{list_variants, Unusable};
+pub(crate) use crate::pin::{list_variants, LastUse, Unusable};
 use fingerprint::{Digest, Manifest};
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, OFlags};
@@ -273,7 +273,7 @@ pub(crate) struct OpenEntry {
     fd: OwnedFd,
     /// Whether the last-use stamp was refreshed at open (shared protocol) rather than at load.
     stamped: bool,
-    protocol: Protocol,
+    last_use: LastUse,
 }
 
 /// Opens the entry at `dir`, pins it, and reads and checks its `meta.json` against the key and
@@ -282,7 +282,7 @@ pub(crate) fn open_entry(
     dir: &Path,
     key: &Digest,
     variant_dir: &str,
-    protocol: Protocol,
+    last_use: LastUse,
 ) -> std::result::Result<OpenEntry, Unusable> {
     let fd = lock_dir(dir)?;
     let meta = match read_at(&fd, META_FILE) {
@@ -299,12 +299,12 @@ pub(crate) fn open_entry(
     // then checks it again and puts the entry back if it moved (`evict.rs`), so a stamp refreshed
     // here before our check is seen by that second look, and a move before our check fails it.
     // Elsewhere it only orders eviction, and is refreshed once the artifact proved whole.
-    let stamped = protocol == Protocol::Shared
+    let stamped = last_use == LastUse::Refresh(Protocol::Shared)
         && meta
             .as_ref()
             .is_ok_and(|meta| is_plain_name(&meta.artifact_file));
     if let (true, Ok(meta)) = (stamped, &meta) {
-        touch_last_use(&fd, &meta.artifact_file, protocol);
+        touch_last_use(&fd, &meta.artifact_file, Protocol::Shared);
     }
     // Eviction renames an entry aside under an exclusive lock; if that happened between our open
     // and our lock, the path now names something else (or nothing): a miss, whatever was read.
@@ -325,7 +325,7 @@ pub(crate) fn open_entry(
         dir: dir.to_path_buf(),
         fd,
         stamped,
-        protocol,
+        last_use,
     })
 }
 
@@ -356,8 +356,8 @@ impl OpenEntry {
                 "artifact content does not match its digest".into(),
             ));
         }
-        if !self.stamped {
-            touch_last_use(&self.fd, &expected_file, self.protocol);
+        if let (false, LastUse::Refresh(protocol)) = (self.stamped, self.last_use) {
+            touch_last_use(&self.fd, &expected_file, protocol);
         }
         let path = self.dir.join(&expected_file);
         let artifact = Artifact {

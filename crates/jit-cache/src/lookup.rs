@@ -32,7 +32,12 @@ impl Cache {
         let key_dir = layout.key_dir(&prepared.key);
         for variant in entry::list_variants(&key_dir) {
             let dir = key_dir.join(&variant);
-            let open = match entry::open_entry(&dir, &prepared.key, &variant, layout.protocol) {
+            let open = match entry::open_entry(
+                &dir,
+                &prepared.key,
+                &variant,
+                crate::pin::LastUse::Refresh(layout.protocol),
+            ) {
                 Ok(open) => open,
                 Err(Unusable::Absent) => continue,
                 Err(Unusable::Corrupt(reason)) => {

@@ -252,7 +252,7 @@ impl Cache {
         for (dir, meta) in walk_entries(layout) {
             report.checked += 1;
             let seen = DirIdentity::of_path(&dir);
-            if seen.is_none() || problem(layout, &dir, meta).is_none() {
+            if seen.is_none() || problem(&dir, meta).is_none() {
                 continue;
             }
             // Corrupt entries are moved aside under their key's lock when the key is known.
@@ -270,7 +270,7 @@ impl Cache {
             if DirIdentity::of_path(&dir) != seen {
                 continue;
             }
-            let Some(why) = problem(layout, &dir, read_described(&dir)) else {
+            let Some(why) = problem(&dir, read_described(&dir)) else {
                 continue;
             };
             match evict_unless_pinned(layout, &dir, seen)? {
@@ -328,7 +328,7 @@ impl Cache {
 
 /// Why an entry is unusable, or None when it is whole (or vanished: moved aside by a concurrent
 /// gc or builder since the listing, which is not corruption).
-fn problem(layout: &Layout, dir: &Path, meta: Result<Described>) -> Option<String> {
+fn problem(dir: &Path, meta: Result<Described>) -> Option<String> {
     match meta {
         Err(Error::Io { ref source, .. })
             if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
@@ -344,14 +344,14 @@ fn problem(layout: &Layout, dir: &Path, meta: Result<Described>) -> Option<Strin
             if named != Some(meta.digest.to_hex().as_str()) {
                 return Some("meta.json describes another entry".to_string());
             }
-            match crate::store::verify_dir(dir, layout.protocol) {
+            match crate::store::verify_dir(dir) {
                 Ok(_) | Err(entry::Unusable::Absent) => None,
                 Err(entry::Unusable::Corrupt(why)) => Some(why),
             }
         }
         Ok(Described::Kernel(meta)) => {
             let variant = crate::layout::variant_dir_name(&meta.variant);
-            match entry::open_entry(dir, &meta.key, &variant, layout.protocol)
+            match entry::open_entry(dir, &meta.key, &variant, entry::LastUse::Keep)
                 .and_then(|open| open.load(meta.kind))
             {
                 Ok(_) | Err(entry::Unusable::Absent) => None,

@@ -57,6 +57,17 @@ pub(crate) fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && !name.starts_with('.') && !name.contains('/')
 }
 
+/// Whether opening an entry refreshes its last-use stamp: a reader's open does, as its root's
+/// protocol says; an inspection (`verify`) never does, or it would pin every entry it checked
+/// on every host under the shared protocol and leave `gc` nothing to evict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LastUse {
+    /// A use: refresh the stamp by the protocol's rule.
+    Refresh(Protocol),
+    /// A look: leave the stamp as it is.
+    Keep,
+}
+
 /// How often an entry's last-use stamp is refreshed at most: a hit writes nothing more often.
 pub(crate) const LAST_USE_INTERVAL_SECS: i64 = 3600;
 

@@ -404,7 +404,13 @@ fn adopt_existing(
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    match open_entry(target, &prepared.key, variant_dir, layout.protocol).and_then(|o| o.load(kind))
+    match open_entry(
+        target,
+        &prepared.key,
+        variant_dir,
+        crate::pin::LastUse::Refresh(layout.protocol),
+    )
+    .and_then(|o| o.load(kind))
     {
         Ok((_, artifact)) => Ok(Some(Answer {
             artifact,
@@ -533,8 +539,13 @@ fn open_published(
 ) -> Result<Built> {
     let target = layout.entry_dir(&prepared.key, variant);
     let variant_dir = crate::layout::variant_dir_name(variant);
-    let opened = entry::open_entry(&target, &prepared.key, &variant_dir, layout.protocol)
-        .and_then(|o| o.load(kind));
+    let opened = entry::open_entry(
+        &target,
+        &prepared.key,
+        &variant_dir,
+        crate::pin::LastUse::Refresh(layout.protocol),
+    )
+    .and_then(|o| o.load(kind));
     match opened {
         Ok((_, artifact)) => Ok(Built::Answer(Answer {
             artifact,

@@ -265,16 +265,21 @@ fn publish_fetched(
         Some(artifact) => artifact,
         None => {
             let variant_dir = crate::layout::variant_dir_name(&variant);
-            entry::open_entry(&target, &prepared.key, &variant_dir, layout.protocol)
-                .and_then(|open| open.load(spec.kind))
-                .map_err(|why| {
-                    Error::io(
-                        "open fetched entry",
-                        &target,
-                        std::io::Error::other(format!("{why:?}")),
-                    )
-                })?
-                .1
+            entry::open_entry(
+                &target,
+                &prepared.key,
+                &variant_dir,
+                crate::pin::LastUse::Refresh(layout.protocol),
+            )
+            .and_then(|open| open.load(spec.kind))
+            .map_err(|why| {
+                Error::io(
+                    "open fetched entry",
+                    &target,
+                    std::io::Error::other(format!("{why:?}")),
+                )
+            })?
+            .1
         }
     };
     Ok(Answer {

@@ -4,7 +4,9 @@
 use super::{Address, Namespace};
 use crate::error::{Error, Result};
 use crate::fstype::Protocol;
-use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use, Unusable};
+use crate::pin::{
+    is_plain_name, lock_dir, read_at, still_names, touch_last_use, LastUse, Unusable,
+};
 pub(crate) use crate::remote::stored::StoredFile;
 use fingerprint::Digest;
 use rustix::fd::OwnedFd;
@@ -166,7 +168,11 @@ pub(crate) fn open(
     address: &Address,
     protocol: Protocol,
 ) -> std::result::Result<StoredEntry, Unusable> {
-    let (fd, meta) = open_checked(&address.dir, Some(&address.digest), protocol)?;
+    let (fd, meta) = open_checked(
+        &address.dir,
+        Some(&address.digest),
+        LastUse::Refresh(protocol),
+    )?;
     if meta.key != address.key || meta.namespace != address.namespace.as_str() {
         return Err(Unusable::Corrupt(format!(
             "{META_FILE} describes another entry"
@@ -184,17 +190,14 @@ pub(crate) fn open(
 }
 
 /// Checks the stored entry at `dir` whole (maintenance: `verify`). `Ok` when whole.
-pub(crate) fn verify_dir(
-    dir: &Path,
-    protocol: Protocol,
-) -> std::result::Result<StoredMeta, Unusable> {
-    open_checked(dir, None, protocol).map(|(_, meta)| meta)
+pub(crate) fn verify_dir(dir: &Path) -> std::result::Result<StoredMeta, Unusable> {
+    open_checked(dir, None, LastUse::Keep).map(|(_, meta)| meta)
 }
 
 fn open_checked(
     dir: &Path,
     digest: Option<&Digest>,
-    protocol: Protocol,
+    last_use: LastUse,
 ) -> std::result::Result<(OwnedFd, StoredMeta), Unusable> {
     let fd = lock_dir(dir)?;
     let meta = match read_at(&fd, META_FILE) {
@@ -205,9 +208,9 @@ fn open_checked(
     };
     // The last-use stamp (on `meta.json`) is refreshed before the path check under the shared
     // protocol, as for kernels (`entry.rs`): another host's eviction looks at it twice.
-    let shared = protocol == Protocol::Shared;
+    let shared = last_use == LastUse::Refresh(Protocol::Shared);
     if shared && meta.is_ok() {
-        touch_last_use(&fd, META_FILE, protocol);
+        touch_last_use(&fd, META_FILE, Protocol::Shared);
     }
     if !still_names(&fd, dir) {
         return Err(Unusable::Absent);
@@ -232,7 +235,7 @@ fn open_checked(
             .map_err(|e| Unusable::Corrupt(format!("`{}` unreadable: {e}", file.name)))?;
         check_file(file, &bytes).map_err(Unusable::Corrupt)?;
     }
-    if !shared {
+    if let (false, LastUse::Refresh(protocol)) = (shared, last_use) {
         touch_last_use(&fd, META_FILE, protocol);
     }
     Ok((fd, meta))

@@ -137,3 +137,66 @@ fn a_local_handle_keeps_the_local_stamp_rule_beside_a_shared_handle_on_one_root(
         );
     });
 }
+
+/// `verify` looks at entries without using them: under the shared protocol a refreshed stamp
+/// pins an entry on every host, so a verify that refreshed them (cron, every few minutes) would
+/// leave `gc` nothing it may evict. On a tmpfs remounted `noatime`, as above.
+#[test]
+fn verify_leaves_last_use_stamps_as_they_are() {
+    use jit_cache::store::Namespace;
+    use jit_cache::{Cache, CacheOptions, Sharing};
+    use std::time::{Duration, SystemTime};
+    fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
+        let remounted = std::process::Command::new("mount")
+            .args(["-o", "remount,noatime"])
+            .arg(mount)
+            .status()
+            .expect("run mount");
+        assert!(remounted.success(), "remount noatime");
+        let cache = Cache::open_with(
+            mount.join("cache"),
+            CacheOptions::default()
+                .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
+                .sharing(Sharing::Shared),
+        )
+        .expect("open cache");
+        let spec = KernelSpec::from_text("looked_at", "looked_at.cu", kernel_text(32));
+        let kernel = cache
+            .get_or_build(&spec)
+            .expect("build")
+            .artifact
+            .path()
+            .to_path_buf();
+        let stored = cache
+            .store()
+            .expect("store")
+            .get_or_insert_with(
+                &Namespace::new("triton").expect("namespace"),
+                "k",
+                Duration::from_secs(10),
+                |dir| std::fs::write(dir.join("a.cubin"), b"cubin"),
+            )
+            .expect("stored entry")
+            .dir()
+            .join("meta.json");
+        let used = SystemTime::now() - Duration::from_secs(300);
+        for stamp in [&kernel, &stored] {
+            std::fs::File::open(stamp)
+                .and_then(|f| f.set_times(std::fs::FileTimes::new().set_accessed(used)))
+                .expect("set the last-use stamp");
+        }
+        let report = cache.verify().expect("verify");
+        assert_eq!((report.checked, report.corrupt.len()), (2, 0), "{report:?}");
+        for stamp in [&kernel, &stored] {
+            let atime = std::fs::metadata(stamp)
+                .expect("stat")
+                .accessed()
+                .expect("atime");
+            assert!(
+                atime <= used + Duration::from_secs(1),
+                "verify refreshed {}",
+                stamp.display()
+            );
+        }
+    });
+}
