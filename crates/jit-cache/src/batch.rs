@@ -121,13 +121,7 @@ impl Cache {
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .into_iter()
-            .map(|r| {
-                r.unwrap_or_else(|| {
-                    Err(crate::error::Error::Toolchain(
-                        "batch worker stopped".into(),
-                    ))
-                })
-            })
+            .map(|r| r.unwrap_or_else(|| Err(crate::error::ToolchainError::WorkerStopped.into())))
             .collect()
     }
 }

@@ -101,7 +101,7 @@ pub struct Cache {
     pub(crate) layout: std::result::Result<Layout, String>,
     pub(crate) root: PathBuf,
     pub(crate) options: CacheOptions,
-    toolchain: OnceLock<std::result::Result<Arc<Toolchain>, String>>,
+    toolchain: OnceLock<std::result::Result<Arc<Toolchain>, Arc<crate::error::ToolchainError>>>,
     hosts: Mutex<HashMap<PathBuf, Arc<HostCompiler>>>,
     stat: OnceLock<Mutex<StatCache>>,
     confirmed: Mutex<HashSet<(PathBuf, Digest)>>,
@@ -196,7 +196,8 @@ impl Cache {
         let probed = self.toolchain.get_or_init(|| {
             let nvcc = match &self.options.nvcc {
                 Some(nvcc) => nvcc.clone(),
-                None => nvcc::Nvcc::locate().map_err(|e| e.to_string())?,
+                None => nvcc::Nvcc::locate()
+                    .map_err(|e| Arc::new(crate::error::ToolchainError::NotFound(e)))?,
             };
             let state_dir = self
                 .layout
@@ -205,7 +206,18 @@ impl Cache {
                 .map(|l| l.dir(crate::layout::Subdir::State));
             Toolchain::probe(nvcc, state_dir.as_deref())
                 .map(Arc::new)
-                .map_err(|e| e.to_string())
+                .map_err(|e| {
+                    Arc::new(match e {
+                        Error::Fingerprint(e) => crate::error::ToolchainError::Identity(e),
+                        Error::Toolchain(shared) => match Arc::try_unwrap(shared) {
+                            Ok(e) => e,
+                            Err(shared) => crate::error::ToolchainError::Cache(Box::new(
+                                Error::Toolchain(shared),
+                            )),
+                        },
+                        other => crate::error::ToolchainError::Cache(Box::new(other)),
+                    })
+                })
         });
         probed.clone().map_err(Error::Toolchain)
     }

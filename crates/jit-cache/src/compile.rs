@@ -236,7 +236,7 @@ fn failure(name: &str, error: nvcc::Error, written: &[&Path]) -> Error {
         // Writing or reading the outputs failed: the storage's fault (the caller compiles
         // privately).
         nvcc::Error::Io { op, path, source } => return Error::io(op, path, source),
-        other => return Error::Toolchain(other.to_string()),
+        other => return crate::error::ToolchainError::Nvcc(other).into(),
     };
     let signal = failure.status.and_then(|s| s.signal());
     let cause = if timed_out {

@@ -42,9 +42,9 @@ pub enum Error {
     #[error(transparent)]
     Fingerprint(#[from] fingerprint::Error),
     /// The compiler could not be found, identified or run, or it misbehaved (success without
-    /// an output).
+    /// an output). Shared: every request of a handle gets its one probe's answer.
     #[error("toolchain: {0}")]
-    Toolchain(String),
+    Toolchain(Arc<ToolchainError>),
     /// The kernel failed to compile: the compiler's diagnostics, a timeout or a signal (see
     /// [`CompileFailed::cause`]).
     #[error("{0}")]
@@ -120,6 +120,41 @@ impl Error {
             Error::Shared(inner) => inner.is_storage(),
             _ => false,
         }
+    }
+}
+
+/// Why the compiler could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolchainError {
+    /// No nvcc was found: every place searched, in order.
+    #[error(transparent)]
+    NotFound(#[from] nvcc::LocateError),
+    /// nvcc could not be run, or misbehaved.
+    #[error(transparent)]
+    Nvcc(#[from] nvcc::Error),
+    /// nvcc or a companion could not be identified (hashed, or its `--version` read).
+    #[error(transparent)]
+    Identity(#[from] fingerprint::Error),
+    /// `nvcc --version` names no release.
+    #[error("no `release X.Y` in {} --version: {version}", path.display())]
+    NoRelease {
+        /// The compiler.
+        path: PathBuf,
+        /// What `--version` printed.
+        version: String,
+    },
+    /// Another part of the cache failed while identifying the compiler.
+    #[error(transparent)]
+    Cache(Box<Error>),
+    /// A batch's worker thread ended without answering its kernel (it panicked).
+    #[error("a batch worker stopped before answering")]
+    WorkerStopped,
+}
+
+impl From<ToolchainError> for Error {
+    fn from(e: ToolchainError) -> Error {
+        Error::Toolchain(Arc::new(e))
     }
 }
 

@@ -124,11 +124,14 @@ pub use batch::Progress;
 pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome, RebuildReason};
 pub use compiler_record::{CompilerRecord, Prerequisite};
 pub use entry::Artifact;
-pub use error::{CompileFailed, Error, FailureCause, Result};
+pub use error::{CompileFailed, Error, FailureCause, Result, ToolchainError};
 pub use fstype::{Sharing, SHARING_ENV};
 pub use key::CACHE_FORMAT;
 pub use layout::{default_root, RootMode, FORMAT_DIR};
-pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH, SHARED_GRACE_ENV};
+/// The test harnesses' knob that scales the shared protocol's periods: not part of the API.
+#[doc(hidden)]
+pub use liveness::SHARED_GRACE_ENV;
+pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH};
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
 pub use remote::{

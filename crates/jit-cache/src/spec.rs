@@ -52,8 +52,10 @@ pub enum Extra {
     },
 }
 
-/// A kernel to compile and cache.
+/// A kernel to compile and cache; made with [`KernelSpec::from_file`] or
+/// [`KernelSpec::from_text`] and the builder methods.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct KernelSpec {
     /// The stable name: with the kind and arch list it names the cache's slot for this kernel.
     pub name: String,

@@ -64,11 +64,10 @@ impl Toolchain {
             let _ = cache.save_if_changed(file);
         }
         let version = release_of(&identity.version).ok_or_else(|| {
-            Error::Toolchain(format!(
-                "no `release X.Y` in {} --version: {}",
-                nvcc.path().display(),
-                identity.version
-            ))
+            Error::from(crate::error::ToolchainError::NoRelease {
+                path: nvcc.path().to_path_buf(),
+                version: identity.version.clone(),
+            })
         })?;
         Ok(Toolchain {
             nvcc,
