@@ -17,6 +17,9 @@ pub(crate) struct Lookup {
     pub(crate) hit: Option<(Meta, Artifact)>,
     pub(crate) corrupt: Vec<(PathBuf, String)>,
     pub(crate) mismatches: Vec<Mismatch>,
+    /// The variants (directory names) opened and judged, served or not: a variant listed but
+    /// not here could not be opened (gone, or hidden by a negative lookup cache).
+    pub(crate) examined: Vec<String>,
 }
 
 impl Cache {
@@ -41,10 +44,12 @@ impl Cache {
                 Ok(open) => open,
                 Err(Unusable::Absent) => continue,
                 Err(Unusable::Corrupt(reason)) => {
+                    lookup.examined.push(variant);
                     lookup.corrupt.push((dir, reason));
                     continue;
                 }
             };
+            lookup.examined.push(variant.clone());
             let checked = self.revalidate(&open.meta.headers, &open.meta.absent, &prepared.search);
             if let Err(mismatch) = checked {
                 lookup.mismatches.push(*mismatch);

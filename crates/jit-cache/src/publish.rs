@@ -132,12 +132,19 @@ fn locked_build(
     // Under the shared protocol another host may have published while we waited, hidden from
     // us by this host's negative lookup cache: the lock file's note says so (`liveness.rs`).
     if layout.protocol == crate::fstype::Protocol::Shared {
-        let key_dir = layout.key_dir(&prepared.key);
+        // Waiting ends early only when the noted variant was opened and judged (an input
+        // changed since it was built): one listed but not openable is hidden by this host's
+        // negative lookup cache, which expires; a listing sees it sooner than a lookup.
+        let examined = std::cell::RefCell::new(Vec::new());
         let noted = crate::liveness::await_noted_entry(
             layout,
             &prepared.key,
-            || cache.lookup(layout, prepared, spec.kind).hit,
-            |variant| entry::list_variants(&key_dir).iter().any(|v| v == variant),
+            || {
+                let lookup = cache.lookup(layout, prepared, spec.kind);
+                *examined.borrow_mut() = lookup.examined;
+                lookup.hit
+            },
+            |variant| examined.borrow().iter().any(|v| v == variant),
         );
         if let Some((meta, artifact)) = noted {
             return Ok(hit(meta, artifact));

@@ -289,13 +289,21 @@ impl Store {
         // Under the shared protocol another host may have published while we waited, hidden
         // from this host by its negative lookup cache: the lock file's note says so.
         if self.layout.protocol == Protocol::Shared {
-            let key_dir = self.layout.key_dir(&address.digest);
+            // As for kernels (`publish.rs`): waiting ends early only when the entry was opened
+            // and judged corrupt, never because a listing shows what a lookup cannot open yet.
             let variant = crate::layout::variant_dir_name(&stored_variant());
+            let corrupt = std::cell::Cell::new(false);
             let noted = crate::liveness::await_noted_entry(
                 &self.layout,
                 &address.digest,
-                || entry::open(&address, self.layout.protocol).ok(),
-                |noted| noted != variant || crate::pin::list_variants(&key_dir).contains(&variant),
+                || match entry::open(&address, self.layout.protocol) {
+                    Ok(found) => Some(found),
+                    Err(why) => {
+                        corrupt.set(matches!(why, Unusable::Corrupt(_)));
+                        None
+                    }
+                },
+                |noted| noted != variant || corrupt.get(),
             );
             if let Some(found) = noted {
                 return Ok(Claim::Ready(found));

@@ -230,22 +230,41 @@ fn race_in(args: &RaceArgs, root: &Path, cluster: Option<&nfs_sim::Cluster>) -> 
         }
         let trace = std::fs::read_to_string(&run.trace).unwrap_or_default();
         let cache_root = run.cache.display().to_string();
-        let calls = crash_harness::parse(&trace)
+        let events = crash_harness::parse(&trace);
+        let compiles: Vec<(&str, u32)> = events
             .iter()
-            .filter(|e| {
-                e.kind == "compile-start"
-                    && e.detail
-                        .split_once(' ')
-                        .is_some_and(|(_, out)| out.starts_with(&cache_root))
+            .filter_map(|e| {
+                let (parent, out) = e.detail.split_once(' ')?;
+                (e.kind == "compile-start" && out.starts_with(&cache_root))
+                    .then(|| Some((e.key.as_str(), parent.parse().ok()?)))?
             })
-            .count();
+            .collect();
+        let calls = compiles.len();
         report.compiler_calls_per_round.push(calls);
         if local_locks {
             // Each host's key lock is its own: one compile per kernel per host at most.
             if calls < args.kernels || calls > args.kernels * hosts {
+                // Which host compiled which kernel more than once, and by which processes (one
+                // process twice is a retry; two processes, a lock that did not exclude).
+                let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+                let host_of = |pid: u32| pids.iter().position(|p| *p == pid).map(|i| i % hosts);
+                let mut by_host: std::collections::BTreeMap<(Option<usize>, &str), Vec<u32>> =
+                    std::collections::BTreeMap::new();
+                for (kernel, pid) in &compiles {
+                    by_host
+                        .entry((host_of(*pid), kernel))
+                        .or_default()
+                        .push(*pid);
+                }
+                let twice: Vec<String> = by_host
+                    .iter()
+                    .filter(|(_, pids)| pids.len() > 1)
+                    .map(|((host, kernel), pids)| format!("{kernel} on host {host:?} by {pids:?}"))
+                    .collect();
                 report.violations.push(format!(
-                    "round {round}: {calls} compiler calls for {} kernels on {hosts} hosts with local locks",
-                    args.kernels
+                    "round {round}: {calls} compiler calls for {} kernels on {hosts} hosts with local locks (more than once: {})",
+                    args.kernels,
+                    twice.join(", ")
                 ));
             }
         } else if calls != args.kernels {
