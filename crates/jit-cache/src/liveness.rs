@@ -270,14 +270,15 @@ fn write_note(layout: &crate::layout::Layout, key: &fingerprint::Digest, note: N
 /// When the key's lock file notes that `key` was published recently (within the bound below),
 /// polls `lookup` until it finds the entry, for at most a little longer than NFS's longest
 /// attribute cache (65 s, or the grace period if shorter). `None`: no recent note for this key,
-/// the noted variant is visible and does not serve (`visible` says so: an input changed since
-/// it was built, and waiting cannot change that), or it never became visible (the caller
-/// compiles).
+/// the noted variant was opened and does not serve (`judged` says so: an input changed since
+/// it was built, and waiting cannot change that; a variant a listing shows but a lookup cannot
+/// open is still hidden by the negative lookup cache, and waited for), or it never became
+/// visible (the caller compiles).
 pub(crate) fn await_noted_entry<T>(
     layout: &crate::layout::Layout,
     key: &fingerprint::Digest,
     mut lookup: impl FnMut() -> Option<T>,
-    mut visible: impl FnMut(&str) -> bool,
+    mut judged: impl FnMut(&str) -> bool,
 ) -> Option<T> {
     use std::os::unix::fs::FileExt;
     let path = layout.lock_file(key);
@@ -307,7 +308,7 @@ pub(crate) fn await_noted_entry<T>(
         if let Some(found) = lookup() {
             return Some(found);
         }
-        if visible(&variant) || std::time::Instant::now() >= deadline {
+        if judged(&variant) || std::time::Instant::now() >= deadline {
             return None;
         }
         // A bounded poll for a condition: this host's cached miss expires within `actimeo`.
