@@ -6,7 +6,7 @@
 //! Results, including errors, are handed to every follower of that flight; a later call starts a
 //! new flight (the caller keeps its own memo of successes).
 
-use crate::sync::{Arc, Condvar, Mutex};
+use crate::sync::{lock, Arc, Condvar, Mutex};
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -128,14 +128,6 @@ impl<K: Eq + Hash, V> Drop for LeaderGuard<'_, K, V> {
         if !self.finished {
             self.settle(State::Abandoned);
         }
-    }
-}
-
-/// Locks a mutex, recovering from poisoning: every critical section here leaves the data valid.
-fn lock<T>(mutex: &Mutex<T>) -> crate::sync::MutexGuardOf<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

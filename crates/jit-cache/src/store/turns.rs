@@ -3,7 +3,7 @@
 //! ends (a commit, a drop, a panic unwinding), instead of each polling the `flock` with sleeps.
 //! Other processes and hosts still meet at the `flock`; this only orders one process's threads.
 
-use crate::sync::{Arc, Condvar, Mutex, MutexGuardOf};
+use crate::sync::{lock, Arc, Condvar, Mutex};
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::time::Instant;
@@ -64,14 +64,6 @@ impl<K: Eq + Hash> Drop for Turn<K> {
 impl<K: Eq + Hash> std::fmt::Debug for Turn<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Turn").finish_non_exhaustive()
-    }
-}
-
-/// Locks the table, recovering from poisoning: every critical section leaves it valid.
-fn lock<K>(mutex: &Mutex<HashSet<K>>) -> MutexGuardOf<'_, HashSet<K>> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

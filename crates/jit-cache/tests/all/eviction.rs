@@ -84,6 +84,23 @@ fn gc_skips_a_key_being_built_and_the_builder_keeps_its_entry() {
     });
 }
 
+/// Remounts a test filesystem `noatime`, so that only the cache's own refresh moves a stamp.
+fn remount_noatime(mount: &std::path::Path) {
+    let remounted = std::process::Command::new("mount")
+        .args(["-o", "remount,noatime"])
+        .arg(mount)
+        .status()
+        .expect("run mount");
+    assert!(remounted.success(), "remount noatime");
+}
+
+/// Sets a file's last-use stamp (its access time).
+fn set_last_use(path: &std::path::Path, at: std::time::SystemTime) {
+    std::fs::File::open(path)
+        .and_then(|f| f.set_times(std::fs::FileTimes::new().set_accessed(at)))
+        .expect("set the last-use stamp");
+}
+
 /// The protocol is chosen once per root handle: a handle opened with the local protocol keeps
 /// the local rules for last-use stamps (refreshed hourly) even when another handle of this
 /// process opened the same root with the shared protocol (refreshed every minute there). On a
@@ -93,12 +110,7 @@ fn a_local_handle_keeps_the_local_stamp_rule_beside_a_shared_handle_on_one_root(
     use jit_cache::{Cache, CacheOptions, Sharing};
     use std::time::{Duration, SystemTime};
     fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
-        let remounted = std::process::Command::new("mount")
-            .args(["-o", "remount,noatime"])
-            .arg(mount)
-            .status()
-            .expect("run mount");
-        assert!(remounted.success(), "remount noatime");
+        remount_noatime(mount);
         let open = |sharing| {
             Cache::open_with(
                 mount.join("cache"),
@@ -118,9 +130,7 @@ fn a_local_handle_keeps_the_local_stamp_rule_beside_a_shared_handle_on_one_root(
             .to_path_buf();
         // Last used five minutes ago: past the shared refresh, well inside the local one.
         let used = SystemTime::now() - Duration::from_secs(300);
-        std::fs::File::open(&path)
-            .and_then(|f| f.set_times(std::fs::FileTimes::new().set_accessed(used)))
-            .expect("set the last-use stamp");
+        set_last_use(&path, used);
         let _shared = open(Sharing::Shared);
         let again = open(Sharing::Local);
         assert_eq!(
@@ -147,12 +157,7 @@ fn verify_leaves_last_use_stamps_as_they_are() {
     use jit_cache::{Cache, CacheOptions, Sharing};
     use std::time::{Duration, SystemTime};
     fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
-        let remounted = std::process::Command::new("mount")
-            .args(["-o", "remount,noatime"])
-            .arg(mount)
-            .status()
-            .expect("run mount");
-        assert!(remounted.success(), "remount noatime");
+        remount_noatime(mount);
         let cache = Cache::open_with(
             mount.join("cache"),
             CacheOptions::default()
@@ -181,9 +186,7 @@ fn verify_leaves_last_use_stamps_as_they_are() {
             .join("meta.json");
         let used = SystemTime::now() - Duration::from_secs(300);
         for stamp in [&kernel, &stored] {
-            std::fs::File::open(stamp)
-                .and_then(|f| f.set_times(std::fs::FileTimes::new().set_accessed(used)))
-                .expect("set the last-use stamp");
+            set_last_use(stamp, used);
         }
         let report = cache.verify().expect("verify");
         assert_eq!((report.checked, report.corrupt.len()), (2, 0), "{report:?}");
