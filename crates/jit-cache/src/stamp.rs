@@ -267,9 +267,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("h.cuh");
         std::fs::write(&path, "#define A 1\n").expect("write");
-        // The next tick of the coarse clock, then a reading: the file predates it.
-        let first = coarse_now();
-        while coarse_now() == first {
+        // The coarse clock past the file's stamps, then a reading: the file predates it. One
+        // tick is not always enough: with multigrain timestamps the file's ctime is fine-grained
+        // and may lie past the coarse clock's next tick when a VM handles that tick late.
+        let written = StatStamp::of(&path).expect("stat").newest();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while coarse_now().as_nanos() <= written {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the coarse clock stood still"
+            );
             // Waiting for the clock to move, not for another thread.
             std::thread::sleep(std::time::Duration::from_micros(250));
         }
