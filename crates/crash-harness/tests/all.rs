@@ -197,6 +197,12 @@ fn heavy_a_fleet_tier_killed_mid_run_misleads_no_worker() {
         "--remote",
         "--remote-kill-every",
         "30",
+        // Workers that live a few hundred milliseconds, not tens: at the default pace most were
+        // killed between their compile and its upload, and each server kill disabled the tier for
+        // the workers it met, so a run could end with no fetch at all (0 hits in 2 runs of 3 on
+        // S3, and once on Redis in CI); at 250 ms every run fetched dozens.
+        "--max-delay-ms",
+        "250",
     ]);
     assert_eq!(code, 0, "no violation: {report:#}");
     assert_eq!(count(&report, "violations"), 0, "{report:#}");
@@ -229,6 +235,9 @@ fn heavy_an_s3_fleet_tier_killed_mid_run_misleads_no_worker() {
         "s3",
         "--remote-kill-every",
         "30",
+        // As above: lives long enough for uploads and fetches between kills.
+        "--max-delay-ms",
+        "250",
     ]);
     assert_eq!(code, 0, "no violation: {report:#}");
     assert_eq!(count(&report, "violations"), 0, "{report:#}");
