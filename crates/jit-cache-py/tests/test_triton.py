@@ -1,0 +1,290 @@
+"""jit_cache.triton with the real triton package (no GPU: Triton's bundled ptxas makes cubins):
+cold and warm compiles in new processes, one compile per kernel among 8 racing processes, kill -9
+at every point of the put sequence, eviction while a process holds the paths, a team root of two
+users, and the triton_key identity cache."""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import jit_cache
+from conftest import require_tool
+
+triton = pytest.importorskip("triton") if os.environ.get("XTASK_TEST") != "1" else __import__("triton")
+
+WORKER = str(Path(__file__).with_name("triton_worker.py"))
+KERNELS = ["add", "scale", "relu", "row_sum"]
+NAMESPACE = "triton"
+GROUP_FILES = {"source", "ttir", "ttgir", "llir", "ptx", "cubin", "json"}
+
+
+def worker_env(root: Path, **extra: str) -> dict:
+    env = dict(os.environ)
+    env["JIT_CACHE_DIR"] = str(root)
+    env["TRITON_CACHE_DIR"] = str(root.parent / "triton-own-cache")
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    env.pop("TRITON_CACHE_MANAGER", None)
+    env.update(extra)
+    return env
+
+
+def run_worker(root: Path, *args: str, env: dict | None = None, check: bool = True, **popen):
+    out = subprocess.run(
+        [sys.executable, WORKER, *args],
+        env=env or worker_env(root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **popen,
+    )
+    if check:
+        assert out.returncode == 0, f"worker {args} failed ({out.returncode}):\n{out.stderr[-4000:]}"
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    return out
+
+
+def stored_groups(root: Path) -> list:
+    """Every Triton group entry under the root, as `jit-cache ls --json` sees it."""
+    cli = jit_cache.launcher_path()
+    out = subprocess.run(
+        [cli, "--cache-dir", str(root), "--json", "ls"], capture_output=True, text=True, check=True
+    )
+    return [e for e in json.loads(out.stdout)["entries"] if e["name"].startswith("triton/group/")]
+
+
+def test_a_cold_compile_is_stored_and_a_new_process_compiles_nothing(tmp_path):
+    root = tmp_path / "cache"
+    cold = run_worker(root, "add", "scale")
+    assert cold["compiles"] == 2 and cold["hits"] == 0, cold
+    for name, kernel in cold["kernels"].items():
+        exts = {Path(p).suffix[1:] for p in kernel["paths"].values()}
+        assert exts == GROUP_FILES, f"{name}: the group holds Triton's seven files: {exts}"
+        for path in kernel["paths"].values():
+            assert os.path.exists(path), f"put_group answers with the published paths: {path}"
+    warm = run_worker(root, "add", "scale")
+    assert warm["compiles"] == 0 and warm["hits"] == 2, f"a new process compiles nothing: {warm}"
+    for name in ("add", "scale"):
+        assert warm["kernels"][name]["cubin_sha256"] == cold["kernels"][name]["cubin_sha256"]
+        assert warm["kernels"][name]["paths"] == cold["kernels"][name]["paths"], (
+            "the warm group is the cold one's entry"
+        )
+    # Triton's own cache directory was never written.
+    assert not (tmp_path / "triton-own-cache").exists()
+
+
+def test_the_store_is_exactly_what_triton_compiled(tmp_path):
+    root = tmp_path / "cache"
+    ours = run_worker(root, "relu")
+    theirs = run_worker(root, "--manager", "triton", "relu")
+    assert theirs["compiles"] == 1
+    assert ours["kernels"]["relu"]["cubin_sha256"] == theirs["kernels"]["relu"]["cubin_sha256"]
+    for name, path in ours["kernels"]["relu"]["paths"].items():
+        other = theirs["kernels"]["relu"]["paths"][name]
+        assert Path(path).read_bytes() == Path(other).read_bytes(), f"{name}: the same bytes"
+
+
+def race(root: Path, processes: int, kernels: list, manager: str = "jit_cache") -> list:
+    """Starts `processes` workers that compile `kernels` (each in its own order) together."""
+    start = root.parent / f"start-{manager}"
+    procs = []
+    for i in range(processes):
+        order = kernels[i % len(kernels):] + kernels[: i % len(kernels)]
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, WORKER, "--manager", manager, "--start-file", str(start), *order],
+                env=worker_env(root),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()[-4000:]
+    start.touch()
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-4000:]
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+def test_eight_processes_compiling_four_kernels_compile_each_once(tmp_path):
+    root = tmp_path / "cache"
+    reports = race(root, 8, KERNELS)
+    compiles = sum(r["compiles"] for r in reports)
+    assert compiles == 4, f"one compile per kernel among 8 processes, counted {compiles}"
+    assert sum(r["hits"] for r in reports) == 8 * 4 - 4
+    for name in KERNELS:
+        digests = {r["kernels"][name]["cubin_sha256"] for r in reports}
+        assert len(digests) == 1, f"every process got the producer's {name} cubin"
+
+
+KILL_POINTS = (
+    [f"put-{i}-{when}" for i in range(1, 8) for when in ("before", "after")]
+    + ["commit-before", "commit-after"]
+)
+
+
+def test_kill_9_at_every_point_of_the_put_sequence_leaves_no_partial_group(tmp_path):
+    root = tmp_path / "cache"
+    expected = run_worker(tmp_path / "reference", "add")["kernels"]["add"]["cubin_sha256"]
+    for point in KILL_POINTS:
+        killed = run_worker(root, "--kill-at", point, "add", check=False)
+        assert killed.returncode == -9, f"{point}: the worker was killed there ({killed.stderr[-2000:]})"
+        groups = stored_groups(root)
+        if point != "commit-after":
+            assert groups == [], f"{point}: a kill before the commit publishes nothing: {groups}"
+            after = run_worker(root, "add")
+            assert after["compiles"] == 1, f"{point}: the next process compiles: {after}"
+            assert after["kernels"]["add"]["cubin_sha256"] == expected
+            # Start over for the next point.
+            store_clear(root)
+        else:
+            after = run_worker(root, "add")
+            assert after["compiles"] == 0, f"{point}: the published group is whole: {after}"
+            assert after["kernels"]["add"]["cubin_sha256"] == expected
+
+
+def store_clear(root: Path) -> None:
+    subprocess.run(
+        [jit_cache.launcher_path(), "--cache-dir", str(root), "clear"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_an_entry_gc_evicts_stays_readable_for_the_process_holding_its_paths(tmp_path):
+    root = tmp_path / "cache"
+    holder = subprocess.Popen(
+        [sys.executable, WORKER, "--hold", "add"],
+        env=worker_env(root),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    report = json.loads(holder.stdout.readline())
+    assert report["compiles"] == 1
+    gc = subprocess.run(
+        [jit_cache.launcher_path(), "--cache-dir", str(root), "--json", "gc", "--max-size", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert gc.returncode == 0, gc.stderr
+    holder.stdin.write("go\n")
+    holder.stdin.flush()
+    read = json.loads(holder.stdout.readline())
+    assert holder.wait(60) == 0, holder.stderr.read()[-2000:]
+    paths = report["kernels"]["add"]["paths"]
+    assert set(read["read_after_gc"]) == set(paths), "every path of the group read after the gc"
+    # Once the holder is gone, gc evicts it and the next process compiles again.
+    subprocess.run(
+        [jit_cache.launcher_path(), "--cache-dir", str(root), "gc", "--max-size", "0"],
+        check=True,
+        capture_output=True,
+    )
+    assert stored_groups(root) == [], "unpinned, the entry is evicted"
+    assert run_worker(root, "add")["compiles"] == 1
+
+
+@pytest.fixture
+def team():
+    """A group and two users made for the test (it runs as root under cargo xtask test)."""
+    if os.geteuid() != 0:
+        if os.environ.get("FS_TESTBED_REQUIRE") == "1":
+            pytest.fail("the team-root test creates two users and needs root")
+        pytest.skip("the team-root test creates two users and needs root")
+    for tool in ("groupadd", "useradd", "userdel", "groupdel"):
+        require_tool(tool)
+    tag = f"jctt{os.getpid()}"
+    subprocess.run(["groupadd", tag], check=True)
+    users = []
+    try:
+        for who in ("a", "b"):
+            name = f"{tag}{who}"
+            subprocess.run(["useradd", "-M", "-N", "-g", tag, "-s", "/bin/sh", name], check=True)
+            users.append(name)
+        yield tag, users
+    finally:
+        for name in users:
+            subprocess.run(["userdel", name], check=False)
+        subprocess.run(["groupdel", tag], check=False)
+
+
+def test_a_team_root_is_shared_by_two_users(team):
+    group, users = team
+    base = Path(tempfile.mkdtemp(prefix="jit-cache-team-"))
+    try:
+        base.chmod(0o755)
+        root = base / "team"
+        root.mkdir()
+        gid = grp.getgrnam(group).gr_gid
+        os.chown(root, 0, gid)
+        root.chmod(0o2770)
+        reports = []
+        for user in users:
+            pw = pwd.getpwnam(user)
+            home = base / user
+            home.mkdir()
+            os.chown(home, pw.pw_uid, gid)
+
+            def become(pw=pw):
+                os.setgid(pw.pw_gid)
+                os.setgroups([pw.pw_gid])
+                os.setuid(pw.pw_uid)
+                os.umask(0o022)
+
+            env = worker_env(root, JIT_CACHE_TEAM="1", HOME=str(home))
+            env["TRITON_CACHE_DIR"] = str(home / "triton-own")
+            reports.append(run_worker(root, "add", env=env, preexec_fn=become))
+        assert reports[0]["compiles"] == 1, reports[0]
+        assert reports[1]["compiles"] == 0, f"the second user hits the first one's entry: {reports[1]}"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_install_answers_triton_key_from_the_identity_cache_and_stays_exact(tmp_path):
+    root = tmp_path / "cache"
+    first = run_worker(root, "--install", "add")
+    assert first["key_from_cache"] is False, "the first process on a host runs Triton's own"
+    second = run_worker(root, "--install", "add")
+    assert second["key_from_cache"] is True and second["compiles"] == 0, second
+    # The answer is Triton's own key, exactly.
+    probe = (
+        "import jit_cache.triton, triton.runtime.cache as c\n"
+        "original = c.triton_key\n"
+        "jit_cache.triton.install(cache_manager=False)\n"
+        "print(c.triton_key() == original())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=worker_env(root), capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "True", out.stderr[-2000:]
+    # Each recorded input is checked: a stat tuple that moved, or one that was not yet settled
+    # when Triton read it (git's racy rule), falls back to Triton's own function.
+    record_path = next((root / "v2" / "state").glob("triton-key-*.json"))
+    record = json.loads(record_path.read_text())
+    assert any(p.endswith("libtriton.so") for p, _ in record["inputs"]), record["inputs"][:5]
+    for forge in ("size", "racy"):
+        forged = json.loads(json.dumps(record))
+        if forge == "size":
+            forged["inputs"][0][1][2] += 1
+        else:
+            newest = max(max(st[3], st[4]) for _, st in forged["inputs"])
+            forged["read_at_ns"] = newest + 1
+        record_path.write_text(json.dumps(forged))
+        again = run_worker(root, "--install", "add")
+        assert again["key_from_cache"] is False, f"{forge}: falls back to Triton's function"
+        assert again["compiles"] == 0, "and finds the same key: a hit"
