@@ -103,13 +103,7 @@ impl Store {
     /// abandons. Waits at most `wait` seconds for another producer, then raises `BusyError`
     /// (the caller may produce its bytes without the store).
     #[pyo3(signature = (namespace, key, *, wait))]
-    fn begin(
-        &self,
-        py: Python<'_>,
-        namespace: &str,
-        key: &str,
-        wait: f64,
-    ) -> PyResult<Py<PyAny>> {
+    fn begin(&self, py: Python<'_>, namespace: &str, key: &str, wait: f64) -> PyResult<Py<PyAny>> {
         let ns = self::namespace(py, namespace)?;
         let wait = duration("wait", wait)?;
         let store = self.handle(py)?;
@@ -281,7 +275,10 @@ impl Producer {
     /// Writes the file `name` of the entry (fsynced by `commit`); returns its staging path.
     fn write(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<String> {
         let guard = self.producer.lock().unwrap_or_else(|p| p.into_inner());
-        let producer = guard.get().and_then(Option::as_ref).ok_or_else(Self::gone)?;
+        let producer = guard
+            .get()
+            .and_then(Option::as_ref)
+            .ok_or_else(Self::gone)?;
         let written = if let Ok(bytes) = data.cast::<PyBytes>() {
             let bytes = bytes.as_bytes();
             py.detach(|| producer.write(name, bytes))

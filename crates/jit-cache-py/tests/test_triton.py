@@ -32,7 +32,7 @@ GROUP_FILES = {"source", "ttir", "ttgir", "llir", "ptx", "cubin", "json"}
 def worker_env(root: Path, **extra: str) -> dict:
     env = dict(os.environ)
     env["JIT_CACHE_DIR"] = str(root)
-    env["TRITON_CACHE_DIR"] = str(root.parent / "triton-own-cache")
+    env["TRITON_CACHE_DIR"] = f"{root}-triton-own"
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     env.pop("TRITON_CACHE_MANAGER", None)
     env.update(extra)
@@ -80,7 +80,7 @@ def test_a_cold_compile_is_stored_and_a_new_process_compiles_nothing(tmp_path):
             "the warm group is the cold one's entry"
         )
     # Triton's own cache directory was never written.
-    assert not (tmp_path / "triton-own-cache").exists()
+    assert not Path(f"{root}-triton-own").exists()
 
 
 def test_the_store_is_exactly_what_triton_compiled(tmp_path):
@@ -223,8 +223,51 @@ def team():
         subprocess.run(["groupdel", tag], check=False)
 
 
-def test_a_team_root_is_shared_by_two_users(team):
+def _compile_as(user: str, root: Path, home: Path) -> dict:
+    """Compiles `add` into the team root in a forked child running as `user` (umask 022).
+
+    Forked, not spawned: the interpreter lives under root's home, which the test users cannot
+    read, so the child uses the modules its parent (warmed up by one compile) already loaded.
+    """
+    import triton_worker
+
+    import jit_cache.triton as jt
+
+    pw = pwd.getpwnam(user)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            os.setgid(pw.pw_gid)
+            os.setgroups([pw.pw_gid])
+            os.setuid(pw.pw_uid)
+            os.umask(0o022)
+            os.environ.update(JIT_CACHE_DIR=str(root), JIT_CACHE_TEAM="1", HOME=str(home))
+            events = []
+            triton.knobs.cache.manager_class = jt.CacheManager
+            triton.knobs.compilation.listener = lambda **kw: events.append(kw["cache_hit"])
+            compiled = triton.compile(triton_worker.source("add"), target=triton_worker.TARGET)
+            report = {"compiles": events.count(False), "hits": events.count(True),
+                      "cubin": len(compiled.asm["cubin"]), "uid": os.getuid()}
+        except BaseException as e:  # reported to the parent, which asserts on it
+            report = {"error": repr(e)}
+        os.write(write, json.dumps(report).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+def test_a_team_root_is_shared_by_two_users(team, tmp_path, monkeypatch):
+    import triton_worker
+
     group, users = team
+    # Warm up this process (every module a compile imports), in Triton's own cache.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "warm-up"))
+    triton.compile(triton_worker.source("add"), target=triton_worker.TARGET)
     base = Path(tempfile.mkdtemp(prefix="jit-cache-team-"))
     try:
         base.chmod(0o755)
@@ -235,22 +278,15 @@ def test_a_team_root_is_shared_by_two_users(team):
         root.chmod(0o2770)
         reports = []
         for user in users:
-            pw = pwd.getpwnam(user)
             home = base / user
             home.mkdir()
-            os.chown(home, pw.pw_uid, gid)
-
-            def become(pw=pw):
-                os.setgid(pw.pw_gid)
-                os.setgroups([pw.pw_gid])
-                os.setuid(pw.pw_uid)
-                os.umask(0o022)
-
-            env = worker_env(root, JIT_CACHE_TEAM="1", HOME=str(home))
-            env["TRITON_CACHE_DIR"] = str(home / "triton-own")
-            reports.append(run_worker(root, "add", env=env, preexec_fn=become))
-        assert reports[0]["compiles"] == 1, reports[0]
-        assert reports[1]["compiles"] == 0, f"the second user hits the first one's entry: {reports[1]}"
+            os.chown(home, pwd.getpwnam(user).pw_uid, gid)
+            reports.append(_compile_as(user, root, home))
+        assert reports[0].get("compiles") == 1, reports[0]
+        assert reports[1].get("compiles") == 0 and reports[1]["hits"] == 1, (
+            f"the second user hits the first one's entry: {reports[1]}"
+        )
+        assert reports[0]["uid"] != reports[1]["uid"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -288,3 +324,62 @@ def test_install_answers_triton_key_from_the_identity_cache_and_stays_exact(tmp_
         again = run_worker(root, "--install", "add")
         assert again["key_from_cache"] is False, f"{forge}: falls back to Triton's function"
         assert again["compiles"] == 0, "and finds the same key: a hit"
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A redis-server of the test's own on a Unix socket (no persistence), stopped after."""
+    server = require_tool("redis-server")
+    sock = tmp_path / "redis.sock"
+    proc = subprocess.Popen(
+        [server, "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.01)
+        yield f"redis+unix://{sock}", sock
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def redis_cli(sock: Path, *args: str) -> str:
+    cli = require_tool("redis-cli")
+    return subprocess.run([cli, "-s", str(sock), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_fleet_tier_serves_a_group_to_another_host_and_refuses_corrupt_bytes(tmp_path, redis_url):
+    url, sock = redis_url
+    a = run_worker(tmp_path / "host-a", "add", env=worker_env(tmp_path / "host-a", JIT_CACHE_REMOTE=url))
+    assert a["compiles"] == 1
+    b = run_worker(tmp_path / "host-b", "add", env=worker_env(tmp_path / "host-b", JIT_CACHE_REMOTE=url))
+    assert b["compiles"] == 0, f"another host's root is served from the fleet tier: {b}"
+    assert b["kernels"]["add"]["cubin_sha256"] == a["kernels"]["add"]["cubin_sha256"]
+    # Every blob replaced by other bytes: a third host refuses them (blake3) and compiles.
+    blobs = redis_cli(sock, "--scan", "--pattern", "*:b:*").split()
+    assert blobs, "the group's files were uploaded as blobs"
+    for blob in blobs:
+        redis_cli(sock, "SET", blob, "not the bytes the manifest names")
+    c = run_worker(tmp_path / "host-c", "add", env=worker_env(tmp_path / "host-c", JIT_CACHE_REMOTE=url))
+    assert c["compiles"] == 1, f"corrupt remote bytes are a miss: {c}"
+    assert c["kernels"]["add"]["cubin_sha256"] == a["kernels"]["add"]["cubin_sha256"]
+
+
+def test_remote_backend_serves_triton_s_remote_cache_manager(tmp_path, redis_url):
+    url, _ = redis_url
+    reports = []
+    for host in ("host-a", "host-b"):
+        env = worker_env(
+            tmp_path / host,
+            JIT_CACHE_REMOTE=url,
+            TRITON_CACHE_MANAGER="triton.runtime.cache:RemoteCacheManager",
+            TRITON_REMOTE_CACHE_BACKEND="jit_cache.triton:RemoteBackend",
+        )
+        reports.append(run_worker(tmp_path / host, "--manager", "triton", "add", env=env))
+    assert reports[0]["compiles"] == 1
+    assert reports[1]["compiles"] == 0, f"the second host's RemoteCacheManager hits: {reports[1]}"
+    assert reports[1]["kernels"]["add"]["cubin_sha256"] == reports[0]["kernels"]["add"]["cubin_sha256"]

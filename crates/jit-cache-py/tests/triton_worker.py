@@ -1,4 +1,4 @@
-"""One process of the Triton tests and benchmark: compiles some of four small kernels with the
+"""One process of the Triton tests and benchmark: compiles some of eight kernels with the
 real ``triton.compile`` for sm_90 (no GPU needed: Triton's bundled ptxas makes the cubin) and
 prints a JSON report on its last line.
 
@@ -66,19 +66,44 @@ def row_sum(x, out, n_cols, BLOCK: tl.constexpr):
     tl.store(out + row, tl.sum(v, axis=0))
 
 
+@triton.jit
+def matmul(a, b, c, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(a + rm[:, None] * sam + (k + rk)[None, :] * sak)
+        y = tl.load(b + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+        acc += tl.dot(x, y)
+    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16))
+
+
+ELEMENTWISE = {"BLOCK": 128}
+MATMUL = {"a": "*fp16", "b": "*fp16", "c": "*fp16", "K": "i32", "sam": "i32", "sak": "i32",
+          "sbk": "i32", "sbn": "i32", "scm": "i32", "scn": "i32"}
+
+# Four small kernels (the tests'; about 0.1 s of CPU each to compile) and four tile shapes of
+# a matmul (the benchmark's: 0.5-1 s each, closer to a real model's kernels).
 KERNELS = {
-    "add": (add, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"}),
-    "scale": (scale, {"x": "*fp32", "out": "*fp32", "a": "fp32", "n": "i32"}),
-    "relu": (relu, {"x": "*fp32", "out": "*fp32", "n": "i32"}),
-    "row_sum": (row_sum, {"x": "*fp32", "out": "*fp32", "n_cols": "i32"}),
+    "add": (add, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"}, ELEMENTWISE),
+    "scale": (scale, {"x": "*fp32", "out": "*fp32", "a": "fp32", "n": "i32"}, ELEMENTWISE),
+    "relu": (relu, {"x": "*fp32", "out": "*fp32", "n": "i32"}, ELEMENTWISE),
+    "row_sum": (row_sum, {"x": "*fp32", "out": "*fp32", "n_cols": "i32"}, ELEMENTWISE),
+    **{
+        f"mm{bm}x{bn}": (matmul, MATMUL, {"BM": bm, "BN": bn, "BK": 64})
+        for bm in (64, 128)
+        for bn in (64, 128)
+    },
 }
 
 TARGET = GPUTarget("cuda", 90, 32)
 
 
 def source(name: str) -> ASTSource:
-    fn, signature = KERNELS[name]
-    return ASTSource(fn, signature, {"BLOCK": 128})
+    fn, signature, constexprs = KERNELS[name]
+    return ASTSource(fn, signature, constexprs)
 
 
 def kill_points(point: str):

@@ -216,7 +216,9 @@ class CacheManager(_triton_cache.CacheManager):
         if held is not None:
             return _paths(held)
         try:
-            claim = store().begin(NAMESPACE, key, wait=_wait())
+            # A hit answers on this thread without a lock; `begin` (a helper thread, the key's
+            # lock) only on a miss.
+            claim = store().get(NAMESPACE, key) or store().begin(NAMESPACE, key, wait=_wait())
         except BusyError as e:
             _warn_once("busy", f"{e}; compiling privately, uncached")
             self._private = _private_dir()
