@@ -383,3 +383,50 @@ def test_remote_backend_serves_triton_s_remote_cache_manager(tmp_path, redis_url
     assert reports[0]["compiles"] == 1
     assert reports[1]["compiles"] == 0, f"the second host's RemoteCacheManager hits: {reports[1]}"
     assert reports[1]["kernels"]["add"]["cubin_sha256"] == reports[0]["kernels"]["add"]["cubin_sha256"]
+
+
+WAITER = """
+import json, os, sys, time
+import jit_cache.triton as jt
+jt.store()
+print("asking", flush=True)
+started = time.monotonic()
+manager = jt.CacheManager("KEYOFTHETEST")
+group = manager.get_group("k.json")
+print(json.dumps({"group": group, "producer": manager._producer is not None,
+                  "private": manager._private is not None,
+                  "waited": time.monotonic() - started}), flush=True)
+"""
+
+
+def test_a_producer_that_never_calls_put_group_releases_the_key(tmp_path, monkeypatch):
+    import jit_cache.triton as jt
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("JIT_CACHE_DIR", str(root))
+    monkeypatch.setattr(jt, "_store", None)
+    monkeypatch.setattr(jt, "_held", __import__("collections").OrderedDict())
+    holder = jt.CacheManager("KEYOFTHETEST")
+    assert holder.get_group("k.json") is None and holder._producer is not None
+    holder.put(b"half a compile", "k.ttir")
+
+    def waiter(wait: str) -> subprocess.Popen:
+        env = worker_env(root, JIT_CACHE_TRITON_WAIT=wait)
+        return subprocess.Popen(
+            [sys.executable, "-c", WAITER], env=env, stdout=subprocess.PIPE, text=True
+        )
+
+    # A waiter whose wait runs out compiles privately, uncached.
+    bounded = json.loads(waiter("0.5").communicate(timeout=60)[0].splitlines()[-1])
+    assert bounded["group"] is None and bounded["private"] and not bounded["producer"], bounded
+    assert 0.4 < bounded["waited"] < 30, bounded
+    # A patient waiter becomes the producer once the holder is dropped without `put_group`.
+    patient = waiter("60")
+    assert patient.stdout.readline().strip() == "asking"
+    # Usually the waiter is in its wait by now; the outcome is the same if it asks after this.
+    del holder
+    report = json.loads(patient.communicate(timeout=60)[0].splitlines()[-1])
+    assert report["producer"] and report["group"] is None, report
+    assert jit_cache.Store(root).get("triton", "group/KEYOFTHETEST/k.json") is None, (
+        "nothing of the dropped producer was published"
+    )

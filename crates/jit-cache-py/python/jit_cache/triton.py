@@ -88,6 +88,8 @@ _warned: set = set()
 def store() -> Store:
     """This process's store on the root the environment names (``JIT_CACHE_DIR``, ...)."""
     global _store, _store_pid, _held
+    if _store is not None and _store_pid == os.getpid():
+        return _store
     with _lock:
         if _store is None or _store_pid != os.getpid():
             if _store_pid is not None and _store_pid != os.getpid():
@@ -160,7 +162,8 @@ def _file_key(key: str, filename: str) -> str:
 
 
 def _paths(entry: StoredEntry) -> Dict[str, str]:
-    return {_triton_name(name): path for name, path in entry.paths.items()}
+    # `_triton_name` inline: this runs on every warm compile.
+    return {(n[1:] if n[0] == "~" else n): path for n, path in entry.paths.items()}
 
 
 def _as_bytes(data: Any) -> bytes:
