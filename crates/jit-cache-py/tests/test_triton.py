@@ -54,13 +54,18 @@ def run_worker(root: Path, *args: str, env: dict | None = None, check: bool = Tr
     return out
 
 
-def stored_groups(root: Path) -> list:
-    """Every Triton group entry under the root, as `jit-cache ls --json` sees it."""
+def listed(root: Path) -> list:
+    """Every entry under the root, as `jit-cache ls --json` sees it."""
     cli = jit_cache.launcher_path()
     out = subprocess.run(
         [cli, "--cache-dir", str(root), "--json", "ls"], capture_output=True, text=True, check=True
     )
-    return [e for e in json.loads(out.stdout)["entries"] if e["name"].startswith("triton/group/")]
+    return json.loads(out.stdout)["entries"]
+
+
+def stored_groups(root: Path) -> list:
+    """Every Triton group entry under the root."""
+    return [e for e in listed(root) if e["name"].startswith("triton/group/")]
 
 
 def test_a_cold_compile_is_stored_and_a_new_process_compiles_nothing(tmp_path):
@@ -81,6 +86,11 @@ def test_a_cold_compile_is_stored_and_a_new_process_compiles_nothing(tmp_path):
         )
     # Triton's own cache directory was never written.
     assert not Path(f"{root}-triton-own").exists()
+    # TRITON_ALWAYS_COMPILE compiles anyway, and leaves the store as it was.
+    before = sorted(e["name"] for e in listed(root))
+    forced = run_worker(root, "add", env=worker_env(root, TRITON_ALWAYS_COMPILE="1"))
+    assert forced["compiles"] == 1 and forced["kernels"]["add"]["cubin_sha256"] == warm["kernels"]["add"]["cubin_sha256"]
+    assert sorted(e["name"] for e in listed(root)) == before, "no entry added or replaced"
 
 
 def test_the_store_is_exactly_what_triton_compiled(tmp_path):

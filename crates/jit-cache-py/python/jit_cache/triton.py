@@ -47,6 +47,7 @@ For users who keep Triton's ``RemoteCacheManager``, ``RemoteBackend`` is a
 
 from __future__ import annotations
 
+import atexit
 import collections
 import json
 import os
@@ -58,6 +59,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional
 
+from triton import knobs as _knobs
 from triton.runtime import cache as _triton_cache
 
 from . import durable
@@ -182,14 +184,10 @@ def _private_dir() -> str:
     return made
 
 
+@atexit.register
 def _remove_private_dirs() -> None:
     for made in _private_dirs:
         shutil.rmtree(made, ignore_errors=True)
-
-
-import atexit  # noqa: E402  (registered once the helper it calls exists)
-
-atexit.register(_remove_private_dirs)
 
 
 class CacheManager(_triton_cache.CacheManager):
@@ -217,6 +215,8 @@ class CacheManager(_triton_cache.CacheManager):
         key = _group_key(self.key, filename)
         held = _held_entry(key)
         if held is not None:
+            if _knobs.compilation.always_compile:
+                self._private = _private_dir()
             return _paths(held)
         try:
             # A hit answers on this thread without a lock; `begin` (a helper thread, the key's
@@ -231,6 +231,10 @@ class CacheManager(_triton_cache.CacheManager):
             self._private = _private_dir()
             return None
         if isinstance(claim, StoredEntry):
+            if _knobs.compilation.always_compile:
+                # `TRITON_ALWAYS_COMPILE`: Triton compiles anyway; its files are this compile's
+                # own, never a second copy of the entry.
+                self._private = _private_dir()
             return _paths(_hold(key, claim))
         # This process is now the key's one producer, until `put_group` or until it is dropped.
         self._producer = claim
@@ -516,7 +520,6 @@ def install(*, cache_manager: bool = True) -> None:
 
     ``cache_manager=True`` also selects ``CacheManager`` (as ``TRITON_CACHE_MANAGER`` would).
     """
-    import triton
     from triton.runtime import autotuner
 
     current = _triton_cache.triton_key
@@ -526,4 +529,4 @@ def install(*, cache_manager: bool = True) -> None:
         if getattr(autotuner, "triton_key", None) is current:
             autotuner.triton_key = answered
     if cache_manager:
-        triton.knobs.cache.manager_class = CacheManager
+        _knobs.cache.manager_class = CacheManager
