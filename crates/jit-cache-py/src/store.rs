@@ -16,7 +16,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A keyed store on one root (the root a `Cache` uses: its `gc`, `verify` and `stats` cover
@@ -148,14 +148,15 @@ impl StoredEntry {
         }
     }
 
-    fn pinned<T>(&self, use_it: impl FnOnce(&RustEntry) -> PyResult<T>) -> PyResult<T> {
+    /// The pinned entry, cloned (one pin, shared): the lock is not held while it is used, so a
+    /// `close` from another thread never waits for a read with the GIL held.
+    fn pinned(&self) -> PyResult<RustEntry> {
         let guard = self.entry.lock().unwrap_or_else(|p| p.into_inner());
-        match guard.get().and_then(Option::as_ref) {
-            Some(entry) => use_it(entry),
-            None => Err(PyRuntimeError::new_err(
+        guard.get().and_then(Option::clone).ok_or_else(|| {
+            PyRuntimeError::new_err(
                 "this entry was closed (or opened in another process): open it again",
-            )),
-        }
+            )
+        })
     }
 }
 
@@ -199,10 +200,10 @@ impl StoredEntry {
 
     /// The bytes of the file `name`, checked against their recorded size and digest.
     fn read<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = self.pinned(|entry| {
-            py.detach(|| entry.read(name))
-                .map_err(|e| errors::cache(py, &e))
-        })?;
+        let entry = self.pinned()?;
+        let bytes = py
+            .detach(|| entry.read(name))
+            .map_err(|e| errors::cache(py, &e))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -236,7 +237,9 @@ impl StoredEntry {
 /// the next waiter produce.
 #[pyclass(module = "jit_cache._native", frozen)]
 pub(crate) struct Producer {
-    producer: Mutex<ForkOwned<Option<jit_cache::store::Producer>>>,
+    /// Shared with a write in flight, which runs without this lock: a `commit` or `abandon`
+    /// from another thread never waits on it with the GIL held.
+    producer: Mutex<ForkOwned<Option<Arc<jit_cache::store::Producer>>>>,
     dir: String,
     key: String,
 }
@@ -246,7 +249,7 @@ impl Producer {
         Producer {
             dir: producer.dir().to_string_lossy().into_owned(),
             key: producer.key().to_string(),
-            producer: Mutex::new(ForkOwned::new(Some(producer))),
+            producer: Mutex::new(ForkOwned::new(Some(Arc::new(producer)))),
         }
     }
 
@@ -274,11 +277,10 @@ impl Producer {
 
     /// Writes the file `name` of the entry (fsynced by `commit`); returns its staging path.
     fn write(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<String> {
-        let guard = self.producer.lock().unwrap_or_else(|p| p.into_inner());
-        let producer = guard
-            .get()
-            .and_then(Option::as_ref)
-            .ok_or_else(Self::gone)?;
+        let producer = {
+            let guard = self.producer.lock().unwrap_or_else(|p| p.into_inner());
+            guard.get().and_then(Option::clone).ok_or_else(Self::gone)?
+        };
         let written = if let Ok(bytes) = data.cast::<PyBytes>() {
             let bytes = bytes.as_bytes();
             py.detach(|| producer.write(name, bytes))
@@ -297,6 +299,12 @@ impl Producer {
             let mut guard = self.producer.lock().unwrap_or_else(|p| p.into_inner());
             guard.take().flatten().ok_or_else(Self::gone)?
         };
+        let producer = Arc::try_unwrap(producer).map_err(|_| {
+            PyRuntimeError::new_err(
+                "a write to this producer was still running: nothing was committed, and the key \
+                 is given up when that write ends",
+            )
+        })?;
         match blocking::run(py, move || producer.commit())? {
             Ok(entry) => Ok(StoredEntry::new(entry)),
             Err(e) => Err(errors::cache(py, &e)),
