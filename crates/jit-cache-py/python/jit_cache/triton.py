@@ -81,28 +81,37 @@ HELD_ENTRIES = 256
 
 _lock = threading.Lock()
 _store: Optional[Store] = None
-_store_pid: Optional[int] = None
 _held: "collections.OrderedDict[str, StoredEntry]" = collections.OrderedDict()
 _private_dirs: List[str] = []
 _warned: set = set()
 
 
+def _after_fork_in_child() -> None:
+    # The child starts afresh: another thread of the parent may have held the lock at the fork,
+    # and the parent's pins, store handle and private directories are the parent's (the native
+    # objects are never used or released in the child; dropping them here forgets them).
+    global _lock, _store, _held, _private_dirs
+    _lock = threading.Lock()
+    _store = None
+    _held = collections.OrderedDict()
+    _private_dirs = []
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def store() -> Store:
     """This process's store on the root the environment names (``JIT_CACHE_DIR``, ...)."""
-    global _store, _store_pid, _held
-    if _store is not None and _store_pid == os.getpid():
+    global _store
+    if _store is not None:
         return _store
     with _lock:
-        if _store is None or _store_pid != os.getpid():
-            if _store_pid is not None and _store_pid != os.getpid():
-                # A forked child: its parent's pins are the parent's (never dropped here).
-                _held = collections.OrderedDict()
+        if _store is None:
             _store = Store(
                 os.environ.get("JIT_CACHE_DIR") or None,
                 team=os.environ.get("JIT_CACHE_TEAM", "") not in ("", "0"),
                 remote=os.environ.get("JIT_CACHE_REMOTE") or None,
             )
-            _store_pid = os.getpid()
         return _store
 
 
