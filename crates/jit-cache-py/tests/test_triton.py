@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import shutil
+import sysconfig
 import subprocess
 import sys
 import tempfile
@@ -443,3 +444,40 @@ def test_a_producer_that_never_calls_put_group_releases_the_key(tmp_path, monkey
     assert jit_cache.Store(root).get("triton", "group/KEYOFTHETEST/k.json") is None, (
         "nothing of the dropped producer was published"
     )
+
+
+STUB = r'''
+import json
+import triton, triton.runtime.build as build
+import jit_cache.triton as jt
+triton.knobs.cache.manager_class = jt.CacheManager
+built = []
+real = build._build
+build._build = lambda *a, **kw: built.append(a[0]) or real(*a, **kw)
+SRC = """
+#include <Python.h>
+static PyObject* answer(PyObject* self, PyObject* args) { return PyLong_FromLong(42); }
+static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "jc_stub", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_jc_stub(void) { return PyModule_Create(&def); }
+"""
+mod = build.compile_module_from_src(SRC, "jc_stub")
+print(json.dumps({"built": len(built), "answer": mod.answer(), "file": mod.__file__}))
+'''
+
+
+def test_a_launcher_stub_is_a_file_entry_built_once(tmp_path):
+    """Triton builds its launcher stubs through `get_file` and `put`, outside any group."""
+    root = tmp_path / "cache"
+    reports = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", STUB], env=worker_env(root), capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        reports.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert [r["built"] for r in reports] == [1, 0], f"built once, then loaded from the store: {reports}"
+    assert reports[0]["answer"] == reports[1]["answer"] == 42
+    assert reports[0]["file"] == reports[1]["file"], "the second process loads the stored file"
+    files = [e["name"] for e in listed(root) if e["name"].startswith("triton/file/")]
+    assert len(files) == 1 and files[0].endswith("/jc_stub" + sysconfig.get_config_var("EXT_SUFFIX")), files

@@ -221,6 +221,8 @@ class CacheManager(_triton_cache.CacheManager):
     def get_group(self, filename: str) -> Optional[Dict[str, str]]:
         if self._files is not None:
             return self._files.get_group(filename)
+        if self._producer is not None and filename == self._group:
+            return None  # asked again by its own producer: still being compiled here
         key = _group_key(self.key, filename)
         held = _held_entry(key)
         if held is not None:
