@@ -108,7 +108,7 @@ def test_the_store_is_exactly_what_triton_compiled(tmp_path):
         assert Path(path).read_bytes() == Path(other).read_bytes(), f"{name}: the same bytes"
 
 
-def race(root: Path, processes: int, kernels: list, manager: str = "jit_cache") -> list:
+def race(root: Path, processes: int, kernels: list, manager: str = "jit_cache", **env) -> list:
     """Starts `processes` workers that compile `kernels` (each in its own order) together."""
     start = root.parent / f"start-{manager}"
     procs = []
@@ -117,7 +117,7 @@ def race(root: Path, processes: int, kernels: list, manager: str = "jit_cache") 
         procs.append(
             subprocess.Popen(
                 [sys.executable, WORKER, "--manager", manager, "--start-file", str(start), *order],
-                env=worker_env(root),
+                env=worker_env(root, **env),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -134,9 +134,11 @@ def race(root: Path, processes: int, kernels: list, manager: str = "jit_cache") 
     return reports
 
 
-def test_eight_processes_compiling_four_kernels_compile_each_once(tmp_path):
+@pytest.mark.parametrize("sharing", ["local", "shared"])
+def test_eight_processes_compiling_four_kernels_compile_each_once(tmp_path, sharing):
+    # `shared` is the protocol an NFS or Lustre root gets (publication notes, stamp pins).
     root = tmp_path / "cache"
-    reports = race(root, 8, KERNELS)
+    reports = race(root, 8, KERNELS, JIT_CACHE_SHARING=sharing)
     compiles = sum(r["compiles"] for r in reports)
     assert compiles == 4, f"one compile per kernel among 8 processes, counted {compiles}"
     assert sum(r["hits"] for r in reports) == 8 * 4 - 4
