@@ -1,7 +1,9 @@
 """jit_cache.triton with the real triton package (no GPU: Triton's bundled ptxas makes cubins):
-cold and warm compiles in new processes, one compile per kernel among 8 racing processes, kill -9
-at every point of the put sequence, eviction while a process holds the paths, a team root of two
-users, and the triton_key identity cache."""
+cold and warm compiles in new processes, one compile per kernel among 8 racing processes (local
+and shared protocol), kill -9 at every point of the put sequence, eviction while a process holds
+the paths, a team root of two users, a producer that never calls put_group, the fleet tier and
+RemoteBackend on a real redis-server, a launcher stub outside any group, and the triton_key
+identity cache."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ import json
 import os
 import pwd
 import shutil
-import sysconfig
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +31,6 @@ else:
 
 WORKER = str(Path(__file__).with_name("triton_worker.py"))
 KERNELS = ["add", "scale", "relu", "row_sum"]
-NAMESPACE = "triton"
 GROUP_FILES = {"source", "ttir", "ttgir", "llir", "ptx", "cubin", "json"}
 
 
@@ -43,14 +44,13 @@ def worker_env(root: Path, **extra: str) -> dict:
     return env
 
 
-def run_worker(root: Path, *args: str, env: dict | None = None, check: bool = True, **popen):
+def run_worker(root: Path, *args: str, env: dict | None = None, check: bool = True):
     out = subprocess.run(
         [sys.executable, WORKER, *args],
         env=env or worker_env(root),
         capture_output=True,
         text=True,
         timeout=300,
-        **popen,
     )
     if check:
         assert out.returncode == 0, f"worker {args} failed ({out.returncode}):\n{out.stderr[-4000:]}"
