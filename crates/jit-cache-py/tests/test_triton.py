@@ -201,8 +201,11 @@ def test_an_entry_gc_evicts_stays_readable_for_the_process_holding_its_paths(tmp
     assert gc.returncode == 0, gc.stderr
     holder.stdin.write("go\n")
     holder.stdin.flush()
-    read = json.loads(holder.stdout.readline())
-    assert holder.wait(60) == 0, holder.stderr.read()[-2000:]
+    line = holder.stdout.readline()
+    assert holder.wait(60) == 0 and line, (
+        f"the holder reads every path after the gc: {holder.stderr.read()[-2000:]}"
+    )
+    read = json.loads(line)
     paths = report["kernels"]["add"]["paths"]
     assert set(read["read_after_gc"]) == set(paths), "every path of the group read after the gc"
     # Once the holder is gone, gc evicts it and the next process compiles again.
@@ -483,3 +486,13 @@ def test_a_launcher_stub_is_a_file_entry_built_once(tmp_path):
     assert reports[0]["file"] == reports[1]["file"], "the second process loads the stored file"
     files = [e["name"] for e in listed(root) if e["name"].startswith("triton/file/")]
     assert len(files) == 1 and files[0].endswith("/jc_stub" + sysconfig.get_config_var("EXT_SUFFIX")), files
+
+
+def test_a_remote_that_is_down_costs_nothing_but_its_fetch(tmp_path):
+    """JIT_CACHE_REMOTE naming a server that is not there: compiles and hits stay local."""
+    root = tmp_path / "cache"
+    env = worker_env(root, JIT_CACHE_REMOTE=f"redis+unix://{tmp_path / 'no-such.sock'}")
+    cold = run_worker(root, "add", env=env)
+    assert cold["compiles"] == 1, cold
+    warm = run_worker(root, "add", env=env)
+    assert warm["compiles"] == 0 and warm["hits"] == 1, f"the local entry answers: {warm}"
