@@ -74,7 +74,8 @@ impl Store {
         self.opening.root.clone()
     }
 
-    /// The directory of this host's own state files in the root (such as an identity cache).
+    /// The root's directory of state files, shared by its hosts (each names its own files by
+    /// host, as the identity caches do).
     #[getter]
     fn state_dir(&self, py: Python<'_>) -> PyResult<PathBuf> {
         Ok(self.handle(py)?.state_dir())
