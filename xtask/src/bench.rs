@@ -14,6 +14,7 @@ const BENCHED: &[&str] = &[
     "launcher",
     "remote",
     "python",
+    "triton",
 ];
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -25,6 +26,10 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     // The benches need no pipeline packages (torch, FlashInfer: gigabytes).
     let paths = crate::setup::run(&["--no-pipelines".into()])?;
+    if krate == "triton" {
+        // `jit_cache.triton` beside Triton's own FileCacheManager (`python.rs`).
+        return crate::python::bench_triton(&crate::python::venv_path(), &args[1..]);
+    }
     if krate == "python" {
         // Python's `jit_cache` beside the Rust library and pure-Python peers (`python.rs`).
         return crate::python::bench(&crate::python::venv_path(), &paths.nvcc, &args[1..]);

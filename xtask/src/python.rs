@@ -1,11 +1,12 @@
 //! The Python package (`crates/jit-cache-py`): its venv, its build and install, its tests and
 //! its benchmarks.
 //!
-//! `cargo xtask setup` makes `target/python-venv` (or `XTASK_PYTHON_VENV`) holding maturin and
-//! pytest at pinned versions; `cargo xtask test` builds the wheel there (`pip install
+//! `cargo xtask setup` makes `target/python-venv` (or `XTASK_PYTHON_VENV`) holding maturin,
+//! pytest and triton at pinned versions; `cargo xtask test` builds the wheel there (`pip install
 //! --no-build-isolation crates/jit-cache-py`: maturin builds the extension, the package's
 //! backend the `jit-cache` binary it ships) and runs pytest; `cargo xtask bench python` runs
-//! `benches/python.py` beside the Rust library's hit loop. A missing tool fails the step.
+//! `benches/python.py` beside the Rust library's hit loop, `cargo xtask bench triton`
+//! `benches/triton_cache.py` beside Triton's own cache manager. A missing tool fails the step.
 
 use crate::util;
 use anyhow::{bail, Context, Result};
@@ -13,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What the venv holds, pinned so that a later release cannot change what the tests run.
-const PACKAGES: &[&str] = &["maturin==1.16.0", "pytest==8.4.2"];
+/// `triton` is the real compiler the Triton cache manager's tests and benchmark run
+/// (`jit_cache.triton`; it compiles cubins on the CPU with its bundled ptxas, about 1 GB).
+const PACKAGES: &[&str] = &["maturin==1.16.0", "pytest==8.4.2", "triton==3.9.0"];
 
 /// The file in the venv that records the list it was installed with.
 const MARKER: &str = "xtask-python.txt";
@@ -38,7 +41,7 @@ pub fn ensure_venv(python: &str) -> Result<PathBuf> {
         return Ok(venv);
     }
     eprintln!(
-        "setup: maturin and pytest for the Python package at {}",
+        "setup: maturin, pytest and triton for the Python package at {}",
         venv.display()
     );
     if !venv.join("bin/pip").exists() {
@@ -133,5 +136,16 @@ pub fn bench(venv: &Path, nvcc: &Path, args: &[String]) -> Result<()> {
                 release.join("examples").join("hit_loop"),
             )
             .env("JIT_CACHE_CARGO_BIN", release.join("jit-cache")),
+    )
+}
+
+/// `cargo xtask bench triton`: `jit_cache.triton` beside Triton's own cache manager
+/// (`benches/triton_cache.py`).
+pub fn bench_triton(venv: &Path, args: &[String]) -> Result<()> {
+    install(venv)?;
+    util::run_checked(
+        in_venv(venv, "python")
+            .arg(package_dir().join("benches").join("triton_cache.py"))
+            .args(args),
     )
 }

@@ -61,16 +61,46 @@ impl Source {
     }
 }
 
-/// How the handle was asked for: enough to open it again in a forked child.
+/// How a handle was asked for: enough to open it again in a forked child. A `Store` is opened
+/// the same way, as the keyed store of a cache handle on its root.
 #[derive(Clone)]
-struct Opening {
-    root: PathBuf,
+pub(crate) struct Opening {
+    pub(crate) root: PathBuf,
     team: bool,
     remote: Option<String>,
     nvcc: Option<PathBuf>,
 }
 
 impl Opening {
+    /// `root`, else the default root (`$JIT_CACHE_DIR`, `$XDG_CACHE_HOME/jit-cache`,
+    /// `~/.cache/jit-cache`).
+    pub(crate) fn new(
+        root: Option<PathBuf>,
+        team: bool,
+        remote: Option<String>,
+        nvcc: Option<PathBuf>,
+    ) -> PyResult<Opening> {
+        let root = match root {
+            Some(root) => root,
+            None => jit_cache::default_root().ok_or_else(|| {
+                PyValueError::new_err(
+                    "no cache directory: pass root, or set JIT_CACHE_DIR, XDG_CACHE_HOME or HOME",
+                )
+            })?,
+        };
+        Ok(Opening {
+            root,
+            team,
+            remote,
+            nvcc,
+        })
+    }
+
+    /// The keyed store on the root, with the remote this opening names.
+    pub(crate) fn open_store(&self) -> Result<jit_cache::store::Store, OpenError> {
+        self.open()?.store().map_err(OpenError::Cache)
+    }
+
     fn open(&self) -> Result<Arc<jit_cache::Cache>, OpenError> {
         let mode = if self.team {
             jit_cache::RootMode::Team
@@ -108,7 +138,7 @@ impl Opening {
 
 /// Why a handle could not be opened.
 #[derive(Debug, thiserror::Error)]
-enum OpenError {
+pub(crate) enum OpenError {
     /// A setting (nvcc, remote) is unusable.
     #[error("{0}")]
     Setting(String),
@@ -118,7 +148,7 @@ enum OpenError {
 }
 
 impl OpenError {
-    fn into_py(self, py: Python<'_>) -> PyErr {
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyErr {
         match self {
             OpenError::Setting(reason) => PyValueError::new_err(reason),
             OpenError::Cache(e) => errors::cache(py, &e),
@@ -395,21 +425,8 @@ impl Cache {
         remote: Option<String>,
         nvcc: Option<PathBuf>,
     ) -> PyResult<Cache> {
-        let root = match root {
-            Some(root) => root,
-            None => jit_cache::default_root().ok_or_else(|| {
-                PyValueError::new_err(
-                    "no cache directory: pass root, or set JIT_CACHE_DIR, XDG_CACHE_HOME or HOME",
-                )
-            })?,
-        };
         let cache = Cache {
-            opening: Opening {
-                root,
-                team,
-                remote,
-                nvcc,
-            },
+            opening: Opening::new(root, team, remote, nvcc)?,
             handle: PerProcess::new(),
         };
         cache.handle(py)?;

@@ -1,6 +1,7 @@
 //! The library's errors as Python exceptions: `OSError` subclasses for filesystem operations
 //! (chosen by errno, as `OSError(errno, ...)` chooses), `jit_cache.CompileError` with the
-//! compiler's diagnostics, `jit_cache.CacheError` for everything else the cache reports.
+//! compiler's diagnostics, `jit_cache.BusyError` when a stored entry's producer is still at
+//! work after the wait, `jit_cache.CacheError` for everything else the cache reports.
 //!
 //! The exception classes are defined in Python (`jit_cache/_errors.py`) so that they are plain
 //! classes with documented attributes; this module only fills them.
@@ -128,7 +129,10 @@ fn build_cache_error(py: Python<'_>, error: &jit_cache::Error) -> PyResult<PyErr
         return Ok(ours(py, "CompileError", failure.to_string(), &attributes));
     }
     let class = match error {
-        jit_cache::Error::InvalidSpec { .. } => "InvalidSpecError",
+        jit_cache::Error::InvalidSpec { .. } | jit_cache::Error::InvalidStoreKey { .. } => {
+            "InvalidSpecError"
+        }
+        jit_cache::Error::Busy { .. } => "BusyError",
         _ => "CacheError",
     };
     let mut inner = error;
@@ -150,6 +154,11 @@ fn build_cache_error(py: Python<'_>, error: &jit_cache::Error) -> PyResult<PyErr
             attributes.set_item("operation", fp.operation())?;
             attributes.set_item("path", fp.path().to_string_lossy().into_owned())?;
             attributes.set_item("errno", fp.io_error().and_then(errno_of))?;
+        }
+        jit_cache::Error::Busy { lock, .. } => {
+            attributes.set_item("operation", "wait for the producer of a stored entry")?;
+            attributes.set_item("path", lock.to_string_lossy().into_owned())?;
+            attributes.set_item("errno", libc::ETIMEDOUT)?;
         }
         jit_cache::Error::UnsafeRoot { path, .. } => {
             attributes.set_item("operation", "open cache root")?;

@@ -28,6 +28,7 @@ mod durable;
 mod errors;
 mod fingerprint;
 mod process;
+mod store;
 
 use pyo3::prelude::*;
 
@@ -39,6 +40,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cache::Cache>()?;
     m.add_class::<cache::Answer>()?;
     m.add_class::<cache::Source>()?;
+    m.add_class::<store::Store>()?;
+    m.add_class::<store::StoredEntry>()?;
+    m.add_class::<store::Producer>()?;
     m.add_function(wrap_pyfunction!(durable::put, m)?)?;
     m.add_function(wrap_pyfunction!(durable::fsync, m)?)?;
     m.add_function(wrap_pyfunction!(durable::fsync_dir, m)?)?;

@@ -123,6 +123,26 @@ pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Reads the file `name` of `dir` when it holds at most `limit` bytes: the bytes, or as many as
+/// `limit + 1` (the caller's size check then refuses them). No `fstat`: a reader that knows the
+/// size from `meta.json` spends an open, reads until end of file and a close per file.
+pub(crate) fn read_at_most(dir: &OwnedFd, name: &str, limit: u64) -> std::io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = std::fs::File::from(fd);
+    let mut bytes = Vec::with_capacity(
+        usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1),
+    );
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Lists the variant directories under a key directory (names only; nothing is followed).
 pub(crate) fn list_variants(key_dir: &Path) -> Vec<String> {
     let Ok(read) = std::fs::read_dir(key_dir) else {

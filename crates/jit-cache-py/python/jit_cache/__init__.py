@@ -1,6 +1,6 @@
 """Durable writes, a JIT kernel cache and the nvcc launcher, from Python.
 
-Three uses, a few lines each::
+Four uses, a few lines each::
 
     # 1. Crash-safe writes: readers see the old file or the whole new one.
     from jit_cache import durable
@@ -26,6 +26,14 @@ Three uses, a few lines each::
         print(g.reasons)                          # why it was wiped
         run_ninja("build/mod")                    # the manifest is committed only on success
 
+    # 4. A keyed store for a JIT with its own key and bytes (Triton: ``jit_cache.triton``).
+    store = jit_cache.Store()
+    claim = store.begin("triton", key, wait=60)   # the entry, or this process is its one producer
+    if isinstance(claim, jit_cache.Producer):
+        claim.write("k.cubin", cubin)
+        claim = claim.commit()                    # fsynced, one rename
+    print(claim.path("k.cubin"))                  # valid while `claim` is alive
+
 The nvcc launcher is the ``jit-cache`` command that ``pip install`` puts on PATH (a native
 binary, no Python start per call): ``FLASHINFER_NVCC_LAUNCHER=jit-cache``,
 ``PYTORCH_NVCC="jit-cache $CUDA_HOME/bin/nvcc"``, ``CMAKE_CUDA_COMPILER_LAUNCHER=jit-cache``.
@@ -34,18 +42,22 @@ binary, no Python start per call): ``FLASHINFER_NVCC_LAUNCHER=jit-cache``,
 from __future__ import annotations
 
 from . import durable, fingerprint
-from ._errors import CacheError, CompileError, Diagnostic, Error, InvalidSpecError
-from ._native import Answer, Cache, Source, __version__
+from ._errors import BusyError, CacheError, CompileError, Diagnostic, Error, InvalidSpecError
+from ._native import Answer, Cache, Producer, Source, Store, StoredEntry, __version__
 
 __all__ = [
     "Answer",
+    "BusyError",
     "Cache",
     "CacheError",
     "CompileError",
     "Diagnostic",
     "Error",
     "InvalidSpecError",
+    "Producer",
     "Source",
+    "Store",
+    "StoredEntry",
     "__version__",
     "durable",
     "fingerprint",

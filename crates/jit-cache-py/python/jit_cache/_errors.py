@@ -30,6 +30,11 @@ class CacheError(Error):
         self.errno = errno
 
 
+class BusyError(CacheError, TimeoutError):
+    """A stored entry's producer (another thread, process or host) was still at work when the
+    wait ran out: produce the bytes without the store. ``path`` is the key's lock file."""
+
+
 class InvalidSpecError(CacheError, ValueError):
     """The request is unusable: a hostile name, an option nvcc's table refuses, ..."""
 

@@ -5,7 +5,7 @@ use super::{Address, Namespace};
 use crate::error::{Error, Result};
 use crate::fstype::Protocol;
 use crate::pin::{
-    is_plain_name, lock_dir, read_at, still_names, touch_last_use, LastUse, Unusable,
+    is_plain_name, lock_dir, read_at, read_at_most, still_names, touch_last_use, LastUse, Unusable,
 };
 pub(crate) use crate::remote::stored::StoredFile;
 use fingerprint::Digest;
@@ -231,7 +231,7 @@ fn open_checked(
                 file.name
             )));
         }
-        let bytes = read_at(&fd, &file.name)
+        let bytes = read_at_most(&fd, &file.name, file.size)
             .map_err(|e| Unusable::Corrupt(format!("`{}` unreadable: {e}", file.name)))?;
         check_file(file, &bytes).map_err(Unusable::Corrupt)?;
     }

@@ -225,6 +225,12 @@ impl Store {
         &self.layout.base
     }
 
+    /// The root's directory of per-host state (the cache's own identity caches live there, one
+    /// file per host name): where a caller keeps a state file of its own beside them.
+    pub fn state_dir(&self) -> PathBuf {
+        self.layout.dir(crate::layout::Subdir::State)
+    }
+
     /// Whether other hosts may share the root (`shared`) or not (`local`).
     pub fn is_shared(&self) -> bool {
         self.layout.protocol == Protocol::Shared
