@@ -163,7 +163,7 @@ fn entry_digest(namespace: &Namespace, key: &str) -> Digest {
 }
 
 /// The one variant a stored entry has: the caller's key names its content.
-fn stored_variant() -> Digest {
+pub(crate) fn stored_variant() -> Digest {
     Digest::of_bytes(b"jit-cache stored entry variant")
 }
 
@@ -386,4 +386,4 @@ fn unusable_reason(why: Unusable) -> String {
     }
 }
 
-pub(crate) use entry::{is_stored_meta, verify_dir, StoredMeta};
+pub(crate) use entry::{is_stored_meta, verify_dir, StoredMeta, STORE_FORMAT};
