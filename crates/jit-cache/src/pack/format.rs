@@ -126,7 +126,7 @@ impl Header {
                 format!("block size {block_size}, not {BLOCK}"),
             ));
         }
-        let aligned = |x: u64| x % BLOCK == 0;
+        let aligned = |x: u64| x.is_multiple_of(BLOCK);
         if !aligned(index_offset)
             || !aligned(file_len)
             || index_offset < BLOCK
@@ -253,7 +253,7 @@ impl Index {
                     && !file.name.contains(['/', '\0']);
                 let end = file.offset.checked_add(padded(file.size));
                 if !plain
-                    || file.offset % BLOCK != 0
+                    || !file.offset.is_multiple_of(BLOCK)
                     || file.offset < next
                     || end.is_none_or(|end| end > header.index_offset)
                 {

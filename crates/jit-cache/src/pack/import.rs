@@ -80,16 +80,13 @@ fn read(file: &DirectFile, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(
         .map_err(|e| Error::io("read pack", path, e.into()))
 }
 
+/// An entry's files, by name, as read from the pack.
+type Files<'a> = Vec<(&'a str, &'a [u8])>;
+
 /// An entry checked and ready to publish.
 enum Ready<'a> {
-    Kernel {
-        meta: Meta,
-        files: Vec<(&'a str, &'a [u8])>,
-    },
-    Stored {
-        meta: StoredMeta,
-        files: Vec<(&'a str, &'a [u8])>,
-    },
+    Kernel { meta: Meta, files: Files<'a> },
+    Stored { meta: StoredMeta, files: Files<'a> },
 }
 
 pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
@@ -175,7 +172,7 @@ impl HostCheck {
 fn classify<'a>(
     cache: &Cache,
     entry: &IndexEntry,
-    files: Vec<(&'a str, &'a [u8])>,
+    files: Files<'a>,
     host: &mut HostCheck,
 ) -> std::result::Result<std::result::Result<Ready<'a>, String>, Damage> {
     let meta_at = entry
@@ -330,7 +327,7 @@ fn publish_stored(
 fn publish_kernels(
     cache: &Cache,
     layout: &Layout,
-    kernels: &[(Meta, Vec<(&str, &[u8])>)],
+    kernels: &[(Meta, Files<'_>)],
     report: &mut ImportReport,
 ) -> Result<()> {
     if kernels.is_empty() {

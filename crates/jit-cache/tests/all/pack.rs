@@ -12,8 +12,11 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(60);
 const BLOCK: usize = 4096;
 
+/// Stored entries made: each key with its files (name, bytes).
+type Made = Vec<(String, Vec<(String, Vec<u8>)>)>;
+
 /// Stored entries of several shapes: empty files, files of a block exactly, files over one.
-fn fill_store(root: &Path) -> Vec<(String, Vec<(String, Vec<u8>)>)> {
+fn fill_store(root: &Path) -> Made {
     let store = Store::open(root).expect("open store");
     let ns = Namespace::new("triton").expect("namespace");
     let mut made = Vec::new();
@@ -41,7 +44,7 @@ fn fill_store(root: &Path) -> Vec<(String, Vec<(String, Vec<u8>)>)> {
     made
 }
 
-fn assert_stored(root: &Path, made: &[(String, Vec<(String, Vec<u8>)>)]) {
+fn assert_stored(root: &Path, made: &Made) {
     let store = Store::open(root).expect("open store");
     let ns = Namespace::new("triton").expect("namespace");
     for (key, files) in made {
