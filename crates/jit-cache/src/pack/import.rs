@@ -13,12 +13,11 @@ use super::{refused, ImportReport};
 use crate::cache::Cache;
 use crate::entry::{variant_of, Meta, META_FILE};
 use crate::error::{Error, Result};
-use crate::headers::Inputs;
 use crate::layout::{variant_dir_name, Layout, Subdir};
 use crate::pin::{LastUse, Unusable};
 use crate::publish::{after_rename, before_rename, Origin, Owner, Records};
 use crate::search::{Base, SearchPath};
-use crate::store::{is_stored_meta, Claim, Namespace, StoredMeta, STORE_FORMAT};
+use crate::store::{is_stored_meta, Address, Namespace, StoredMeta, STORE_FORMAT};
 use crate::toolchain::Toolchain;
 use direct_io::DirectFile;
 use std::collections::BTreeMap;
@@ -29,9 +28,6 @@ use std::sync::Arc;
 /// few flushes per thousand entries.
 const CHUNK_BYTES: u64 = 64 << 20;
 const CHUNK_ENTRIES: usize = 256;
-
-/// How long an import waits for another producer of a stored entry.
-const STORED_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A pack whose header and index were read and checked.
 pub(super) struct OpenPack {
@@ -284,58 +280,45 @@ fn other_toolchain(meta: &Meta, toolchain: &Toolchain) -> Option<String> {
     None
 }
 
+/// What a staged tree of the chunk will be once renamed: a kernel (its index in `ready`) or a
+/// stored entry (its address).
+enum Pushed {
+    Kernel(usize),
+    Stored(Address),
+}
+
+/// A chunk's entries, kernels and stored entries alike, through both halves of their
+/// publication step around one batched rename, under their keys' locks.
 fn publish_chunk(
     cache: &Cache,
     layout: &Layout,
     ready: Vec<Ready<'_>>,
     report: &mut ImportReport,
 ) -> Result<()> {
-    let mut kernels = Vec::new();
-    for r in ready {
-        match r {
-            Ready::Kernel { meta, files } => kernels.push((meta, files)),
-            Ready::Stored { meta, files } => publish_stored(cache, &meta, &files, report)?,
-        }
-    }
-    publish_kernels(cache, layout, &kernels, report)
-}
-
-/// A stored entry, through the store's own producer: its lock, its staging, its commit.
-fn publish_stored(
-    cache: &Cache,
-    meta: &StoredMeta,
-    files: &[(&str, &[u8])],
-    report: &mut ImportReport,
-) -> Result<()> {
-    let store = cache.store()?;
-    let namespace = Namespace::new(&meta.namespace)?;
-    match store.begin(&namespace, &meta.key, STORED_WAIT)? {
-        Claim::Ready(_) => report.present += 1,
-        Claim::Produce(producer) => {
-            for (name, bytes) in files.iter().filter(|(n, _)| *n != META_FILE) {
-                producer.write(name, bytes)?;
-            }
-            producer.commit()?;
-            report.imported += 1;
-        }
-    }
-    Ok(())
-}
-
-/// Kernels, a chunk at once, through both halves of the publication step around one batched
-/// rename.
-fn publish_kernels(
-    cache: &Cache,
-    layout: &Layout,
-    kernels: &[(Meta, Files<'_>)],
-    report: &mut ImportReport,
-) -> Result<()> {
-    if kernels.is_empty() {
+    if ready.is_empty() {
         return Ok(());
     }
+    let store = cache.store()?;
+    let mut addresses = Vec::with_capacity(ready.len());
+    for r in &ready {
+        addresses.push(match r {
+            Ready::Kernel { .. } => None,
+            Ready::Stored { meta, .. } => {
+                let namespace = Namespace::new(&meta.namespace)?;
+                Some(store.address(&namespace, &meta.key)?)
+            }
+        });
+    }
+    // One lock per lock file (keys share 256 of them), taken in the files' order: two importers,
+    // or an importer and a batch of builds, never wait on each other in a cycle.
     let mut locks = BTreeMap::new();
-    for (meta, _) in kernels {
-        locks.entry(layout.lock_file(&meta.key)).or_insert(meta.key);
+    for (r, address) in ready.iter().zip(&addresses) {
+        let key = match (r, address) {
+            (Ready::Kernel { meta, .. }, _) => meta.key,
+            (Ready::Stored { .. }, Some(address)) => address.digest,
+            (Ready::Stored { .. }, None) => continue,
+        };
+        locks.entry(layout.lock_file(&key)).or_insert(key);
     }
     let mut guards = Vec::with_capacity(locks.len());
     for key in locks.values() {
@@ -346,9 +329,21 @@ fn publish_kernels(
         durable_fs::StagingBatch::new(layout.dir(Subdir::Staging), durable_fs::Flush::Auto)?;
     let mut beats = Vec::new();
     let mut pushed = Vec::new();
-    for (i, (meta, files)) in kernels.iter().enumerate() {
-        let target = layout.entry_dir(&meta.key, &meta.variant);
-        if whole_at(&target, meta) {
+    for (i, (r, address)) in ready.iter().zip(addresses).enumerate() {
+        let (target, whole, files) = match (r, &address) {
+            (Ready::Kernel { meta, files }, _) => {
+                let target = layout.entry_dir(&meta.key, &meta.variant);
+                (target.clone(), whole_at(&target, meta), files)
+            }
+            (Ready::Stored { files, .. }, Some(address)) => (
+                address.dir.clone(),
+                crate::store::is_whole(address, layout.protocol),
+                files,
+            ),
+            (Ready::Stored { .. }, None) => continue,
+        };
+        // Published already (by an earlier import, a racing one, or a build): never replaced.
+        if whole {
             report.present += 1;
             continue;
         }
@@ -358,13 +353,29 @@ fn publish_kernels(
             let path = staging.path().join(name);
             std::fs::write(&path, bytes).map_err(|e| Error::io("write imported file", &path, e))?;
         }
-        let artifact = files
-            .iter()
-            .find(|(n, _)| *n == meta.artifact_file)
-            .map_or(&[][..], |(_, b)| *b);
-        let owner = Owner::of_meta(meta);
-        let inputs = meta.inputs();
-        if before_rename(layout, &owner, staging.path(), meta, artifact, &inputs)?.is_some() {
+        let found = match (r, &address) {
+            (Ready::Kernel { meta, files }, _) => {
+                let artifact = files
+                    .iter()
+                    .find(|(n, _)| *n == meta.artifact_file)
+                    .map_or(&[][..], |(_, b)| *b);
+                let owner = Owner::of_meta(meta);
+                before_rename(
+                    layout,
+                    &owner,
+                    staging.path(),
+                    meta,
+                    artifact,
+                    &meta.inputs(),
+                )?
+                .is_some()
+            }
+            (Ready::Stored { meta, .. }, Some(address)) => {
+                crate::store::before_rename(layout, address, staging.path(), meta)?.is_some()
+            }
+            (Ready::Stored { .. }, None) => continue,
+        };
+        if found {
             // Another host's whole entry is there (shared protocol).
             report.present += 1;
             continue;
@@ -372,7 +383,10 @@ fn publish_kernels(
         let (dir, beat) = staging.into_parts();
         beats.push(beat);
         batch.push(dir, target);
-        pushed.push(i);
+        pushed.push(match address {
+            Some(address) => Pushed::Stored(address),
+            None => Pushed::Kernel(i),
+        });
     }
     crate::hooks::point("import-publishing");
     let committed = batch.commit()?;
@@ -380,24 +394,28 @@ fn publish_kernels(
     drop(beats);
     report.flushes += committed.flushes;
     let mut records = durable_fs::Batch::new();
-    for (i, outcome) in pushed.into_iter().zip(committed.outcomes) {
-        let meta = &kernels[i].0;
-        match outcome {
-            durable_fs::PublishOutcome::Published => {
-                let inputs: Inputs = meta.inputs();
-                after_rename(
-                    cache,
-                    layout,
-                    &Owner::of_meta(meta),
-                    meta,
-                    &inputs,
-                    Origin::Import,
-                    Records::Into(&mut records),
-                )?;
-                report.imported += 1;
-            }
-            durable_fs::PublishOutcome::AlreadyExisted => report.present += 1,
+    for (item, outcome) in pushed.into_iter().zip(committed.outcomes) {
+        if outcome == durable_fs::PublishOutcome::AlreadyExisted {
+            report.present += 1;
+            continue;
         }
+        match item {
+            Pushed::Kernel(i) => {
+                if let Ready::Kernel { meta, .. } = &ready[i] {
+                    after_rename(
+                        cache,
+                        layout,
+                        &Owner::of_meta(meta),
+                        meta,
+                        &meta.inputs(),
+                        Origin::Import,
+                        Records::Into(&mut records),
+                    )?;
+                }
+            }
+            Pushed::Stored(address) => crate::store::after_rename(layout, &address, "store-import"),
+        }
+        report.imported += 1;
     }
     report.flushes += records.commit()?.flushes;
     drop(guards);

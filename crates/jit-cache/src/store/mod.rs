@@ -230,7 +230,7 @@ impl Store {
         self.layout.protocol == Protocol::Shared
     }
 
-    fn address(&self, namespace: &Namespace, key: &str) -> Result<Address> {
+    pub(crate) fn address(&self, namespace: &Namespace, key: &str) -> Result<Address> {
         check_key(key)?;
         let digest = entry_digest(namespace, key);
         Ok(Address {
@@ -387,3 +387,10 @@ fn unusable_reason(why: Unusable) -> String {
 }
 
 pub(crate) use entry::{is_stored_meta, verify_dir, StoredMeta, STORE_FORMAT};
+pub(crate) use producer::{after_rename, before_rename};
+
+/// Whether a whole stored entry is published at `address` (a pack's import, under the key's
+/// lock, looks before staging).
+pub(crate) fn is_whole(address: &Address, protocol: Protocol) -> bool {
+    entry::open(address, protocol).is_ok()
+}
