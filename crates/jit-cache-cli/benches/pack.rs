@@ -8,7 +8,8 @@
 //!    after its data is on disk), against `cat pack > /dev/null` from the same cold state (the
 //!    read rate the import aims at: >= 0.8x), and against `cp -r` of the source tree (also
 //!    evicted) into a fresh directory + `sync` (the way a tree would be shipped: import should be
-//!    faster).
+//!    faster), and against one file of the pack's size written and fsynced (the disk's durable
+//!    write rate: an import writes every byte it reads, so it cannot beat that).
 //!
 //! Options: `--runs N` (default 3), `--entries N` (default 1000).
 
@@ -74,6 +75,19 @@ fn main() {
     );
     println!("  export / cp               {:>8.2}x the time", ratio(e, c));
 
+    // The disk's durable write rate, the floor of any import: the pack's bytes written to one
+    // new file and fsynced.
+    let mut floor = Vec::new();
+    let data = std::fs::read(&pack).expect("read pack");
+    for run in 0..runs {
+        let path = dir.path().join(format!("floor-{run}"));
+        let t = Instant::now();
+        durable_fs::put(&path, &data).expect("write floor");
+        floor.push(t.elapsed());
+        let _ = std::fs::remove_file(&path);
+    }
+    drop(data);
+
     let mut cat = Vec::new();
     let mut import = Vec::new();
     let mut cp_import = Vec::new();
@@ -120,6 +134,12 @@ fn main() {
         ms(c),
         mbps(bytes, c)
     );
+    let f = median(floor);
+    println!(
+        "  one file, write + fsync   {:>8.0} ms  {:>6.0} MB/s  (the disk's durable write rate)",
+        ms(f),
+        mbps(bytes, f)
+    );
     println!(
         "  import rate / cat rate    {:>8.2}x (goal >= 0.8x)",
         k.as_secs_f64() / i.as_secs_f64()
@@ -127,6 +147,10 @@ fn main() {
     println!(
         "  import / cp               {:>8.2}x the time (goal < 1)",
         ratio(i, c)
+    );
+    println!(
+        "  import rate / write rate  {:>8.2}x (an import writes every byte it reads)",
+        f.as_secs_f64() / i.as_secs_f64()
     );
 }
 

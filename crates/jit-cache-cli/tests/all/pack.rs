@@ -222,3 +222,94 @@ fn heavy_three_importers_racing_three_builders_leave_every_entry_whole() {
     assert_eq!(outcomes(&again), ["hit", "hit", "hit", "hit"], "{again}");
     assert_eq!(compiler.compiles(), after, "hits only");
 }
+
+/// kill -9 of an importer at each of its steps (jit-cache's failpoints): no entry is torn, no
+/// lock or staging directory blocks the next import, which completes the pack, and the kernels
+/// are hits.
+#[cfg(feature = "failpoints")]
+#[test]
+fn heavy_an_importer_killed_at_each_failpoint_leaves_nothing_torn_or_blocking() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let compiler = CountingCompiler::new(dir.path());
+    let sources = sources(dir.path(), 3);
+    let a = dir.path().join("a");
+    build(&a, &compiler.path, &sources);
+    let pack = dir.path().join("k.pack");
+    ok(
+        cli(&a, &compiler.path)
+            .args(["--json", "pack", "export", "-o"])
+            .arg(&pack)
+            .output()
+            .expect("export"),
+        "export",
+    );
+    for point in [
+        "import-locked",
+        "import-staging",
+        "writing-meta",
+        "import-publishing",
+        "import-published",
+    ] {
+        let c = dir.path().join(format!("c-{point}"));
+        let status = cli(&c, &compiler.path)
+            .env("JIT_CACHE_FAILPOINT", format!("{point}:abort"))
+            .args(["pack", "import"])
+            .arg(&pack)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run importer");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "{point}: the importer was killed there"
+        );
+        let imported = ok(
+            cli(&c, &compiler.path)
+                .args(["--json", "pack", "import"])
+                .arg(&pack)
+                .output()
+                .expect("import again"),
+            &format!("{point}: the next import"),
+        );
+        let r = &imported["import"];
+        let settled = r["imported"].as_u64().unwrap_or(0) + r["present"].as_u64().unwrap_or(0);
+        assert_eq!(
+            settled, 3,
+            "{point}: every entry imported or present: {imported}"
+        );
+        if point == "import-published" {
+            assert_eq!(
+                r["present"], 3,
+                "{point}: the killed import's renames stand: {imported}"
+            );
+        }
+        for entry in std::fs::read_dir(c.join(jit_cache::FORMAT_DIR).join("staging"))
+            .expect("staging")
+            .flatten()
+        {
+            set_mtime(&entry.path(), 1_000_000_000);
+        }
+        let verified = ok(
+            cli(&c, &compiler.path)
+                .args(["--json", "verify"])
+                .output()
+                .expect("verify"),
+            "verify",
+        );
+        assert_eq!(
+            verified["verify"]["corrupt"].as_array().map(Vec::len),
+            Some(0),
+            "{point}: nothing torn: {verified}"
+        );
+        let left = std::fs::read_dir(c.join(jit_cache::FORMAT_DIR).join("staging"))
+            .expect("staging")
+            .count();
+        assert_eq!(left, 0, "{point}: the killed importer's staging was swept");
+        let before = compiler.compiles();
+        let again = build(&c, &compiler.path, &sources);
+        assert_eq!(outcomes(&again), ["hit", "hit", "hit"], "{point}: {again}");
+        assert_eq!(compiler.compiles(), before, "{point}: no compile");
+    }
+}

@@ -222,6 +222,11 @@ fn classify<'a>(
         && artifact.is_some_and(|b| {
             b.len() as u64 == meta.artifact_size
                 && fingerprint::Digest::of_bytes(b) == meta.artifact_digest
+        })
+        // A kernel entry holds its artifact, its compiler record and `meta.json`, nothing else.
+        && files.iter().all(|(n, _)| {
+            [META_FILE, meta.artifact_file.as_str(), crate::compiler_record::RECORD_FILE]
+                .contains(n)
         });
     if !whole {
         return Err(bad("meta.json does not describe the entry's files"));
