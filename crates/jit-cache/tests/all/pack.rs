@@ -104,6 +104,24 @@ fn stored_entries_round_trip_and_the_same_entries_give_the_same_bytes() {
     assert_eq!(verified.checked, 3, "imported entries are ordinary entries");
     assert!(verified.corrupt.is_empty(), "{:?}", verified.corrupt);
 
+    let gc = b
+        .gc(jit_cache::GcPolicy {
+            max_bytes: Some(0),
+            max_age: None,
+        })
+        .expect("gc");
+    assert_eq!(gc.evicted, 3, "gc evicts imported entries as any other");
+
+    // Under the shared protocol (another host may use the root) the same import holds.
+    let shared = Cache::open_with(
+        dir.path().join("shared"),
+        jit_cache::CacheOptions::default().sharing(jit_cache::Sharing::Shared),
+    )
+    .expect("open shared root");
+    let imported = shared.import_pack(&one).expect("import into a shared root");
+    assert_eq!(imported.imported, 3, "{imported:?}");
+    assert_stored(&dir.path().join("shared"), &made);
+
     let only = a
         .export_pack(
             dir.path().join("only.pack"),
