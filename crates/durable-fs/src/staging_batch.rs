@@ -19,7 +19,8 @@ use crate::sys;
 ///    else `fsync` of every file and directory of every tree;
 /// 2. renames each tree to its target with `RENAME_NOREPLACE` (or the fallback of
 ///    [`crate::rename_noreplace`]), in the order pushed;
-/// 3. makes the renames durable: one more `syncfs`, or one `fsync` per distinct parent.
+/// 3. makes the renames durable: one more `syncfs`, or one `fsync` per distinct parent (and per
+///    directory given to [`StagingBatch::flush_dir`]).
 ///
 /// # Guarantees
 /// - **After `commit` returns `Ok`**, every tree reported [`PublishOutcome::Published`] survives
@@ -45,6 +46,8 @@ pub struct StagingBatch {
     anchor: OwnedFd,
     anchor_path: PathBuf,
     staged: Vec<(StagingDir, PathBuf)>,
+    /// Directories with new entries of the caller's, flushed with the renames.
+    dirs: Vec<PathBuf>,
 }
 
 /// What [`StagingBatch::commit`] did.
@@ -70,12 +73,22 @@ impl StagingBatch {
             anchor,
             anchor_path,
             staged: Vec::new(),
+            dirs: Vec::new(),
         })
     }
 
     /// Adds a staged tree to publish at `target`.
     pub fn push(&mut self, staging: StagingDir, target: impl Into<PathBuf>) {
         self.staged.push((staging, target.into()));
+    }
+
+    /// Adds a directory that received new entries (made by the caller without a flush, such as
+    /// a new parent of a target): it is made durable with the renames.
+    pub fn flush_dir(&mut self, dir: impl Into<PathBuf>) {
+        let dir = dir.into();
+        if !self.dirs.contains(&dir) {
+            self.dirs.push(dir);
+        }
     }
 
     /// Trees pushed so far.
@@ -112,7 +125,7 @@ impl StagingBatch {
             }
         }
         let mut outcomes = Vec::with_capacity(self.staged.len());
-        let mut parents: Vec<PathBuf> = Vec::new();
+        let mut parents: Vec<PathBuf> = std::mem::take(&mut self.dirs);
         for (staging, target) in &mut self.staged {
             let outcome = staging.rename_unflushed(target)?;
             if outcome == PublishOutcome::Published {

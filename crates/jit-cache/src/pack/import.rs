@@ -352,6 +352,14 @@ fn publish_chunk(
             report.present += 1;
             continue;
         }
+        // The key's directory, when new, is made durable by the batch's flush, not by two
+        // fsyncs of its own (`before_rename` then finds it there).
+        if let Some(key_dir) = target.parent() {
+            for dir in layout.ensure_dir_unflushed(key_dir)? {
+                batch.flush_dir(dir);
+            }
+            batch.flush_dir(key_dir);
+        }
         let staging = layout.new_staging_dir()?;
         crate::hooks::point("import-staging");
         for (name, bytes) in files.iter().filter(|(n, _)| *n != META_FILE) {
