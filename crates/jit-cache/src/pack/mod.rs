@@ -6,8 +6,8 @@
 //! digests; a format version and the index's digest sit in the header (`format.rs`). Export
 //! reads each entry pinned and checked, and writes the pack with one durable put. Import checks
 //! the header, the index and each entry's bytes before publishing it through the cache's own
-//! publication steps, under the key's lock, no-replace; kernels are published many at a time
-//! with a batch's flushes (`import.rs`).
+//! publication steps, under the key's lock, no-replace, many entries at a time with a batch's
+//! flushes (`import.rs`).
 //!
 //! # Guarantees
 //! - A truncated or corrupt pack is refused with [`crate::Error::Pack`], naming the offset and
@@ -23,8 +23,10 @@
 //! - Headers under the project's directories (`-I`, the source's directory) are named relative
 //!   to directories a pack does not know; they are checked at every hit, as for any entry, not
 //!   at import.
-//! - Stored entries are published one at a time through [`crate::store::Producer::commit`]
-//!   (its flushes each); kernels in batches.
+//! - A chunk (up to 256 entries or 64 MiB) holds its keys' locks until it is published: a build
+//!   of one of those keys waits that long.
+//! - An import is bound by the filesystem's creation of the entries' files and directories, not
+//!   by the pack's read rate (`cargo xtask bench pack`).
 
 mod export;
 mod format;
