@@ -288,3 +288,36 @@ fn a_kernel_whose_installed_header_differs_here_is_skipped_and_counted() {
     );
     assert_eq!(b.get_or_build(&spec()).expect("get").outcome, Outcome::Hit);
 }
+
+#[test]
+fn an_empty_pack_round_trips_and_a_foreign_file_is_refused_at_offset_zero() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = Cache::open(dir.path().join("a")).expect("open a");
+    let pack = dir.path().join("empty.pack");
+    let report = a
+        .export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    assert_eq!(
+        (report.entries, report.bytes),
+        (0, 2 * BLOCK as u64),
+        "a header and an index"
+    );
+    assert!(jit_cache::list_pack(&pack).expect("ls").is_empty());
+    let imported = a.import_pack(&pack).expect("import");
+    assert_eq!((imported.entries, imported.imported), (0, 0));
+
+    let foreign = dir.path().join("foreign.pack");
+    std::fs::write(&foreign, vec![7u8; 3 * BLOCK]).expect("write");
+    match jit_cache::list_pack(&foreign) {
+        Err(Error::Pack { offset, reason, .. }) => {
+            assert_eq!(offset, 0, "{reason}");
+            assert!(reason.contains("not a jit-cache pack"), "{reason}");
+        }
+        other => panic!("a foreign file is refused: {other:?}"),
+    }
+    let message = a.import_pack(&foreign).expect_err("refused").to_string();
+    assert!(
+        message.contains(&foreign.display().to_string()) && message.contains("offset 0"),
+        "the message names the pack and the offset: {message}"
+    );
+}
