@@ -313,3 +313,119 @@ fn heavy_an_importer_killed_at_each_failpoint_leaves_nothing_torn_or_blocking() 
         assert_eq!(compiler.compiles(), before, "{point}: no compile");
     }
 }
+
+/// Importers and builders of the same kernels killed with SIGKILL at seeded random instants,
+/// round after round, in one root: whatever instant a kill lands on, no entry is torn, nothing
+/// blocks the next import, which completes the pack, and every kernel is then a hit.
+#[test]
+fn heavy_importers_and_builders_killed_at_random_instants_leave_nothing_torn() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let compiler = CountingCompiler::new(dir.path());
+    let sources = sources(dir.path(), 4);
+    let a = dir.path().join("a");
+    build(&a, &compiler.path, &sources);
+    let pack = dir.path().join("k.pack");
+    ok(
+        cli(&a, &compiler.path)
+            .args(["--json", "pack", "export", "-o"])
+            .arg(&pack)
+            .output()
+            .expect("export"),
+        "export",
+    );
+    let c = dir.path().join("c");
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut draw = |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    let (mut killed, mut finished) = (0, 0);
+    for round in 0..16 {
+        let mut children: Vec<_> = (0..3)
+            .map(|i| {
+                let mut cmd = cli(&c, &compiler.path);
+                if i < 2 {
+                    cmd.args(["pack", "import"]).arg(&pack);
+                } else {
+                    cmd.arg("build").args(&sources);
+                }
+                cmd.stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        // The kill schedule: a seeded instant in the processes' lives, not a synchronisation.
+        std::thread::sleep(std::time::Duration::from_millis(draw(250)));
+        for child in &mut children {
+            let _ = child.kill();
+        }
+        for mut child in children {
+            let status = child.wait().expect("reap");
+            match status.signal() {
+                Some(9) => killed += 1,
+                _ => {
+                    assert!(
+                        status.success(),
+                        "round {round}: a process failed: {status}"
+                    );
+                    finished += 1;
+                }
+            }
+        }
+        // Between rounds a root may be wiped of entries (so later kills meet imports that
+        // publish, not only ones that find everything present).
+        if round % 4 == 3 {
+            ok(
+                cli(&c, &compiler.path)
+                    .args(["--json", "clear"])
+                    .output()
+                    .expect("clear"),
+                "clear",
+            );
+        }
+    }
+    assert!(
+        killed > 0,
+        "some processes were killed mid-way ({finished} finished)"
+    );
+    let staging = c.join(jit_cache::FORMAT_DIR).join("staging");
+    for entry in std::fs::read_dir(&staging).expect("staging").flatten() {
+        set_mtime(&entry.path(), 1_000_000_000);
+    }
+    let verified = ok(
+        cli(&c, &compiler.path)
+            .args(["--json", "verify"])
+            .output()
+            .expect("verify"),
+        "verify",
+    );
+    assert_eq!(
+        verified["verify"]["corrupt"].as_array().map(Vec::len),
+        Some(0),
+        "nothing torn after {killed} kills: {verified}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&staging).expect("staging").count(),
+        0,
+        "every killed process's staging was swept"
+    );
+    let imported = ok(
+        cli(&c, &compiler.path)
+            .args(["--json", "pack", "import"])
+            .arg(&pack)
+            .output()
+            .expect("import"),
+        "the import after the kills",
+    );
+    let r = &imported["import"];
+    let settled = r["imported"].as_u64().unwrap_or(0) + r["present"].as_u64().unwrap_or(0);
+    assert_eq!(settled, 4, "every entry imported or present: {imported}");
+    let before = compiler.compiles();
+    let again = build(&c, &compiler.path, &sources);
+    assert_eq!(outcomes(&again), ["hit", "hit", "hit", "hit"], "{again}");
+    assert_eq!(compiler.compiles(), before, "hits only");
+}
