@@ -13,6 +13,7 @@ const BENCHED: &[&str] = &[
     "jit-cache",
     "launcher",
     "remote",
+    "pack",
     "python",
     "triton",
 ];
@@ -39,7 +40,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let package = match krate.as_str() {
         // The nvcc launcher is the CLI's too: `jit-cache nvcc` against `ccache nvcc`.
         // The remote tier's bench times the binary's fleet against ccache + Redis.
-        "jit-cache" | "launcher" | "remote" => "jit-cache-cli",
+        // Kernel packs: export and import against `cat` and `cp -r` + `sync`.
+        "jit-cache" | "launcher" | "remote" | "pack" => "jit-cache-cli",
         other => other,
     };
     let mut cmd = util::cargo();

@@ -114,6 +114,7 @@ mod registry;
 mod rename;
 mod seams;
 mod staging;
+mod staging_batch;
 mod sweep;
 mod sys;
 mod temp_name;
@@ -129,6 +130,7 @@ pub use put::{put, put_with};
 pub use registry::remove_live_temps;
 pub use rename::{atomic_rename, exchange, rename_noreplace, PublishOutcome};
 pub use staging::StagingDir;
+pub use staging_batch::{StagingBatch, StagingBatchReport};
 pub use sweep::{sweep, SweepPolicy, SweepReport};
 pub use temp_name::{is_temp_name, temp_name, TEMP_PREFIX};
 

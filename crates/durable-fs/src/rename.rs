@@ -48,12 +48,19 @@ pub fn atomic_rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()>
 /// - After a publish, the parents are fsynced as in [`atomic_rename`].
 pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<PublishOutcome> {
     let (from, to) = (from.as_ref(), to.as_ref());
+    let outcome = rename_noreplace_unflushed(from, to)?;
+    if outcome == PublishOutcome::Published {
+        fsync_parents(from, to)?;
+    }
+    Ok(outcome)
+}
+
+/// [`rename_noreplace`] without the parents' fsyncs: for a caller that makes many renames durable
+/// with one flush afterwards (`StagingBatch`).
+pub(crate) fn rename_noreplace_unflushed(from: &Path, to: &Path) -> Result<PublishOutcome> {
     if !crate::seams::rename_flags_unsupported() {
         match rustix::fs::renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
-            Ok(()) => {
-                fsync_parents(from, to)?;
-                return Ok(PublishOutcome::Published);
-            }
+            Ok(()) => return Ok(PublishOutcome::Published),
             Err(Errno::EXIST) => return Ok(PublishOutcome::AlreadyExisted),
             Err(e) if sys::is_unsupported_flag(e) => {}
             Err(e) => return Err(Error::two("rename without replacing", from, to, e)),
@@ -75,7 +82,6 @@ pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<
         rustix::fs::unlinkat(CWD, from, AtFlags::empty())
             .map_err(|e| Error::new("unlink", from, e))?;
     }
-    fsync_parents(from, to)?;
     Ok(PublishOutcome::Published)
 }
 

@@ -207,6 +207,26 @@ impl StagingDir {
         Ok(())
     }
 
+    /// Publishes the tree at `target` without replacing and without any flush, for
+    /// [`crate::StagingBatch`], which flushed the data before and flushes the renames after.
+    pub(crate) fn rename_unflushed(&mut self, target: &Path) -> Result<PublishOutcome> {
+        self.claim()?;
+        match crate::rename::rename_noreplace_unflushed(&self.path, target) {
+            Ok(PublishOutcome::Published) => {
+                self.done = true;
+                Ok(PublishOutcome::Published)
+            }
+            Ok(PublishOutcome::AlreadyExisted) => {
+                self.ticket.abort_publish();
+                Ok(PublishOutcome::AlreadyExisted)
+            }
+            Err(e) => {
+                self.ticket.abort_publish();
+                Err(e)
+            }
+        }
+    }
+
     fn claim(&self) -> Result<()> {
         if self.ticket.begin_publish() {
             Ok(())

@@ -62,6 +62,42 @@ pub(crate) enum Command {
     },
     /// Evict every entry not in use; forget slots and failures.
     Clear,
+    /// Kernel packs: chosen entries in one verified file, imported at disk speed elsewhere.
+    Pack {
+        #[command(subcommand)]
+        command: PackCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum PackCommand {
+    /// Write the chosen entries (kernels and stored entries) into one pack file.
+    Export {
+        /// The pack to write (replaced durably if it exists).
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Only entries whose name matches this glob (`*`, `?`; a stored entry's name is
+        /// namespace/key).
+        #[arg(long)]
+        name: Option<String>,
+        /// Only kernels built for this architecture (repeat for several).
+        #[arg(long = "arch")]
+        arches: Vec<String>,
+        /// Only entries of this kind: cubin, ptx, fatbin or stored (repeat for several).
+        #[arg(long = "kind")]
+        kinds: Vec<String>,
+    },
+    /// Check a pack and publish its entries into the cache; entries whose recorded inputs do not
+    /// match this host are skipped and counted.
+    Import {
+        /// The pack file.
+        file: PathBuf,
+    },
+    /// List a pack's entries without importing them (its header and index are checked).
+    Ls {
+        /// The pack file.
+        file: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]

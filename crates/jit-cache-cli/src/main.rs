@@ -5,6 +5,7 @@
 mod args;
 mod launcher;
 mod out;
+mod pack;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
@@ -137,6 +138,13 @@ fn s3_remote(
 }
 
 fn run(cli: &Cli) -> Result<u8, Error> {
+    // Listing a pack needs no cache.
+    if let Command::Pack {
+        command: args::PackCommand::Ls { file },
+    } = &cli.command
+    {
+        return pack::ls(cli, file);
+    }
     let cache = open(cli)?;
     match &cli.command {
         Command::Build { spec, jobs } => build(cli, &cache, spec, *jobs),
@@ -255,6 +263,7 @@ fn run(cli: &Cli) -> Result<u8, Error> {
             print_gc(cli, "clear", &report);
             Ok(0)
         }
+        Command::Pack { command } => pack::run(cli, &cache, command),
     }
 }
 

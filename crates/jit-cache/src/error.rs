@@ -81,6 +81,22 @@ pub enum Error {
         /// How long this call waited.
         waited: std::time::Duration,
     },
+    /// A kernel pack is truncated, corrupt or of another format: refused at the first damage
+    /// found, and nothing from the damaged part was published.
+    #[error(
+        "refusing pack {path}: {reason} at offset {offset}{}",
+        entry_suffix(entry)
+    )]
+    Pack {
+        /// The pack file.
+        path: PathBuf,
+        /// Where the damage was found (bytes from the start of the file).
+        offset: u64,
+        /// The entry the damaged bytes belong to, when they belong to one.
+        entry: Option<String>,
+        /// What is wrong there.
+        reason: String,
+    },
     /// The caller's producer of a stored entry failed; nothing was published.
     #[error("produce stored entry {namespace}/{key}: {source}")]
     Produce {
@@ -91,6 +107,13 @@ pub enum Error {
         /// The producer's error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+fn entry_suffix(entry: &Option<String>) -> String {
+    entry
+        .as_deref()
+        .map(|e| format!(" (entry {e})"))
+        .unwrap_or_default()
 }
 
 impl Error {

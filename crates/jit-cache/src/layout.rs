@@ -185,6 +185,43 @@ impl Layout {
         require_real_dir(dir)
     }
 
+    /// Creates a directory inside the root as [`Layout::ensure_dir`] does, but without its
+    /// flushes: for a batch of publications whose one flush covers them (`durable_fs::StagingBatch`
+    /// fsyncs the directories returned, which received the new entries, or `syncfs` covers them).
+    /// A directory another process creates meanwhile counts as new: its creator may not have
+    /// flushed it yet.
+    pub(crate) fn ensure_dir_unflushed(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut missing = Vec::new();
+        let mut cursor = dir;
+        while std::fs::symlink_metadata(cursor).is_err() && cursor.starts_with(&self.base) {
+            missing.push(cursor.to_path_buf());
+            match cursor.parent() {
+                Some(parent) => cursor = parent,
+                None => break,
+            }
+        }
+        let mut parents = Vec::with_capacity(missing.len());
+        for new in missing.iter().rev() {
+            let mut builder = std::fs::DirBuilder::new();
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, self.dir_mode());
+            match builder.create(new) {
+                Ok(()) => {
+                    if self.mode == RootMode::Team {
+                        std::fs::set_permissions(new, std::fs::Permissions::from_mode(0o2770))
+                            .map_err(|e| Error::io("chmod team directory", new, e))?;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("create directory", new, e)),
+            }
+            if let Some(parent) = new.parent() {
+                parents.push(parent.to_path_buf());
+            }
+        }
+        require_real_dir(dir)?;
+        Ok(parents)
+    }
+
     /// A subdirectory's path, for display and for paths handed to other processes (nvcc).
     pub(crate) fn dir(&self, sub: Subdir) -> PathBuf {
         self.base.join(sub.name())

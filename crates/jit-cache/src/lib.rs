@@ -103,6 +103,7 @@ mod lookup;
 mod maintenance;
 mod memo;
 mod observed;
+mod pack;
 mod pin;
 mod publish;
 mod record_text;
@@ -134,6 +135,7 @@ pub use liveness::SHARED_GRACE_ENV;
 pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH};
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
+pub use pack::{list_pack, ExportReport, ImportReport, PackEntry, PackFilter};
 pub use remote::{
     manifest_artifacts, Expected, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier,
     TierError, TierErrorKind,

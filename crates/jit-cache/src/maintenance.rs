@@ -109,7 +109,7 @@ pub struct VerifyReport {
 }
 
 impl Cache {
-    fn usable_layout(&self) -> Result<&Layout> {
+    pub(crate) fn usable_layout(&self) -> Result<&Layout> {
         self.layout.as_ref().map_err(|why| Error::UnsafeRoot {
             path: self.root.clone(),
             reason: why.clone(),

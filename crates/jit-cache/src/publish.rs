@@ -298,6 +298,7 @@ pub(crate) struct Staged<'a> {
 pub(crate) enum Origin {
     Build,
     Fetch,
+    Import,
 }
 
 impl Origin {
@@ -305,6 +306,7 @@ impl Origin {
         match self {
             Origin::Build => "build",
             Origin::Fetch => "fetch",
+            Origin::Import => "import",
         }
     }
 }
@@ -318,6 +320,45 @@ pub(crate) enum Publication {
     Found(Answer),
 }
 
+/// Whom an entry is published for: the kernel's name and output kind, its key, slot and key
+/// manifest. Built from a request (build, fetch) or from an entry's own `meta.json` (import).
+pub(crate) struct Owner<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) kind: nvcc::OutputKind,
+    pub(crate) key: Digest,
+    pub(crate) slot: Digest,
+    pub(crate) manifest: &'a fingerprint::Manifest,
+}
+
+impl<'a> Owner<'a> {
+    pub(crate) fn of(request: &'a Request, prepared: &'a Prepared) -> Owner<'a> {
+        Owner {
+            name: &request.spec.name,
+            kind: request.spec.kind,
+            key: prepared.key,
+            slot: prepared.slot,
+            manifest: &prepared.manifest,
+        }
+    }
+
+    pub(crate) fn of_meta(meta: &'a Meta) -> Owner<'a> {
+        Owner {
+            name: &meta.name,
+            kind: meta.kind,
+            key: meta.key,
+            slot: meta.slot,
+            manifest: &meta.manifest,
+        }
+    }
+}
+
+/// Where the slot records of a publication go: written at once (one durable put each), or into
+/// a batch the caller commits with its other files (an import of many entries).
+pub(crate) enum Records<'b> {
+    Now,
+    Into(&'b mut durable_fs::Batch),
+}
+
 /// The one publication step of a kernel entry, for builds and fetches alike, under the key's
 /// lock: `meta.json` written last, team modes, the target cleared, one no-replace rename (its
 /// fsyncs inside), then the stat cache saved, the note for other hosts, the slot record, old
@@ -329,6 +370,7 @@ pub(crate) fn publish_staged(
     prepared: &Prepared,
     staged: Staged<'_>,
 ) -> Result<Publication> {
+    let owner = Owner::of(request, prepared);
     let Staged {
         staging,
         meta,
@@ -336,24 +378,54 @@ pub(crate) fn publish_staged(
         inputs,
         origin,
     } = staged;
-    let kind = request.spec.kind;
-    hooks::point("writing-meta");
-    entry::write_meta(staging.path(), meta)?;
-    layout.share_with_team(staging.path())?;
-    let target = layout.entry_dir(&prepared.key, &meta.variant);
-    if let Some(answer) = clear_target(layout, prepared, kind, &target, bytes, inputs)? {
+    if let Some(answer) = before_rename(layout, &owner, staging.path(), meta, bytes, inputs)? {
         return Ok(Publication::Found(answer));
     }
+    let target = layout.entry_dir(&owner.key, &meta.variant);
     hooks::point("publishing");
     let deferred = hooks::defer_artifact(&staging.path().join(&meta.artifact_file));
     let published = staging.commit_noreplace(&target)?;
     hooks::point("published");
     hooks::write_deferred(deferred, &target.join(&meta.artifact_file), bytes)?;
     cache.save_stat_cache();
-    record_published(cache, layout, request, prepared, &meta.variant, inputs)?;
-    let _ = std::fs::remove_file(layout.failure_file(&prepared.key));
-    layout.log_event(origin.word(), &request.spec.name, meta.compile_ms);
+    after_rename(cache, layout, &owner, meta, inputs, origin, Records::Now)?;
     Ok(Publication::Published(published))
+}
+
+/// The publication step's first half, under the key's lock: `meta.json` written last into the
+/// staging directory, team modes, the target cleared. `Some`: another host's whole entry is
+/// there (shared protocol), the answer; publish nothing.
+pub(crate) fn before_rename(
+    layout: &Layout,
+    owner: &Owner<'_>,
+    staging: &Path,
+    meta: &Meta,
+    bytes: &[u8],
+    inputs: &Inputs,
+) -> Result<Option<Answer>> {
+    hooks::point("writing-meta");
+    entry::write_meta(staging, meta)?;
+    layout.share_with_team(staging)?;
+    let target = layout.entry_dir(&owner.key, &meta.variant);
+    clear_target(layout, &owner.key, owner.kind, &target, bytes, inputs)
+}
+
+/// The publication step's second half, once the rename published the entry, still under the
+/// key's lock: the note for other hosts, the slot record, old variants pruned, the key's failure
+/// record removed, the event logged.
+pub(crate) fn after_rename(
+    cache: &Cache,
+    layout: &Layout,
+    owner: &Owner<'_>,
+    meta: &Meta,
+    inputs: &Inputs,
+    origin: Origin,
+    records: Records<'_>,
+) -> Result<()> {
+    record_published(cache, layout, owner, &meta.variant, inputs, records)?;
+    let _ = std::fs::remove_file(layout.failure_file(&owner.key));
+    layout.log_event(origin.word(), owner.name, meta.compile_ms);
+    Ok(())
 }
 
 /// A hit on an entry found in the cache.
@@ -374,18 +446,18 @@ fn hit(meta: Meta, artifact: crate::entry::Artifact) -> Built {
 /// (`liveness::adopt_existing`). `Some`: answer with that, publish nothing.
 pub(crate) fn clear_target(
     layout: &Layout,
-    prepared: &Prepared,
+    key: &Digest,
     kind: nvcc::OutputKind,
     target: &std::path::Path,
     bytes: &[u8],
     inputs: &Inputs,
 ) -> Result<Option<Answer>> {
-    layout.ensure_dir(&layout.key_dir(&prepared.key))?;
+    layout.ensure_dir(&layout.key_dir(key))?;
     if std::fs::symlink_metadata(target).is_err() {
         return Ok(None);
     }
     if layout.protocol == crate::fstype::Protocol::Shared {
-        return adopt_existing(layout, prepared, kind, target, bytes, inputs);
+        return adopt_existing(layout, key, kind, target, bytes, inputs);
     }
     move_to_trash(layout, target)?;
     Ok(None)
@@ -399,7 +471,7 @@ pub(crate) fn clear_target(
 /// `None`: nothing usable is there any more; publish as usual.
 fn adopt_existing(
     layout: &Layout,
-    prepared: &Prepared,
+    key: &Digest,
     kind: nvcc::OutputKind,
     target: &Path,
     bytes: &[u8],
@@ -413,7 +485,7 @@ fn adopt_existing(
         .unwrap_or_default();
     match open_entry(
         target,
-        &prepared.key,
+        key,
         variant_dir,
         crate::pin::LastUse::Refresh(layout.protocol),
     )
@@ -472,27 +544,29 @@ fn prune_variants(layout: &Layout, key_dir: &Path, max: usize) -> Result<()> {
 pub(crate) fn record_published(
     cache: &Cache,
     layout: &Layout,
-    request: &Request,
-    prepared: &Prepared,
+    owner: &Owner<'_>,
     variant: &Digest,
     inputs: &Inputs,
+    records: Records<'_>,
 ) -> Result<()> {
     if layout.protocol == crate::fstype::Protocol::Shared {
-        crate::liveness::note_published(layout, &prepared.key, variant);
+        crate::liveness::note_published(layout, &owner.key, variant);
     }
-    write_record(
-        &layout.slot_file(&prepared.slot),
-        &SlotRecord {
-            name: request.spec.name.clone(),
-            key: prepared.key,
-            variant: *variant,
-            headers: inputs.headers.clone(),
-            manifest: prepared.manifest.clone(),
-        },
-    )?;
+    let record = SlotRecord {
+        name: owner.name.to_string(),
+        key: owner.key,
+        variant: *variant,
+        headers: inputs.headers.clone(),
+        manifest: owner.manifest.clone(),
+    };
+    let path = layout.slot_file(&owner.slot);
+    match records {
+        Records::Now => write_record(&path, &record)?,
+        Records::Into(batch) => crate::records::stage_record(batch, &path, &record)?,
+    }
     prune_variants(
         layout,
-        &layout.key_dir(&prepared.key),
+        &layout.key_dir(&owner.key),
         cache.options.max_variants,
     )
 }

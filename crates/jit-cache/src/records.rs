@@ -37,13 +37,27 @@ pub(crate) fn read_record<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T
 
 /// Writes a JSON record durably and atomically.
 pub(crate) fn write_record<T: Serialize>(path: &Path, record: &T) -> Result<()> {
-    let json = serde_json::to_vec_pretty(record).map_err(|e| {
+    durable_fs::put(path, &encode(path, record)?)?;
+    Ok(())
+}
+
+/// Stages a JSON record in `batch`: whole or absent once the batch commits, with the batch's
+/// flushes instead of two of its own.
+pub(crate) fn stage_record<T: Serialize>(
+    batch: &mut durable_fs::Batch,
+    path: &Path,
+    record: &T,
+) -> Result<()> {
+    batch.put(path, &encode(path, record)?)?;
+    Ok(())
+}
+
+fn encode<T: Serialize>(path: &Path, record: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec_pretty(record).map_err(|e| {
         crate::error::Error::io(
             "serialise record",
             path,
             std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         )
-    })?;
-    durable_fs::put(path, &json)?;
-    Ok(())
+    })
 }

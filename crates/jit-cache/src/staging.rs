@@ -110,6 +110,13 @@ impl Staging {
         self.inner.path()
     }
 
+    /// The durable-fs staging directory, for a batch to commit, and its heartbeat, to keep
+    /// until that commit returns.
+    pub(crate) fn into_parts(mut self) -> (durable_fs::StagingDir, Option<Heartbeat>) {
+        let beat = self.beat.take();
+        (self.inner, beat)
+    }
+
     /// See [`durable_fs::StagingDir::commit_noreplace`].
     pub(crate) fn commit_noreplace(
         mut self,

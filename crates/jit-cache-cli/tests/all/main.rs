@@ -8,6 +8,7 @@ mod cli;
 mod kills;
 mod launcher;
 mod never_guesses;
+mod pack;
 mod pipelines;
 mod processes;
 mod remote;

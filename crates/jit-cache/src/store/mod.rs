@@ -163,7 +163,7 @@ fn entry_digest(namespace: &Namespace, key: &str) -> Digest {
 }
 
 /// The one variant a stored entry has: the caller's key names its content.
-fn stored_variant() -> Digest {
+pub(crate) fn stored_variant() -> Digest {
     Digest::of_bytes(b"jit-cache stored entry variant")
 }
 
@@ -236,7 +236,7 @@ impl Store {
         self.layout.protocol == Protocol::Shared
     }
 
-    fn address(&self, namespace: &Namespace, key: &str) -> Result<Address> {
+    pub(crate) fn address(&self, namespace: &Namespace, key: &str) -> Result<Address> {
         check_key(key)?;
         let digest = entry_digest(namespace, key);
         Ok(Address {
@@ -392,4 +392,11 @@ fn unusable_reason(why: Unusable) -> String {
     }
 }
 
-pub(crate) use entry::{is_stored_meta, verify_dir, StoredMeta};
+pub(crate) use entry::{is_stored_meta, verify_dir, StoredMeta, STORE_FORMAT};
+pub(crate) use producer::{after_rename, before_rename};
+
+/// Whether a whole stored entry is published at `address` (a pack's import, under the key's
+/// lock, looks before staging).
+pub(crate) fn is_whole(address: &Address, protocol: Protocol) -> bool {
+    entry::open(address, protocol).is_ok()
+}

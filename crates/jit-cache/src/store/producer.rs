@@ -88,27 +88,9 @@ impl Producer {
         let layout = self.parts.store.layout();
         let files = self.staged_files()?;
         let meta = StoredMeta::new(&self.parts.address, files);
-        let meta_path = self.parts.staging.path().join(META_FILE);
-        let json = serde_json::to_vec(&meta).map_err(|e| {
-            Error::io(
-                "serialise meta.json",
-                &meta_path,
-                std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            )
-        })?;
-        crate::hooks::point("store-writing-meta");
-        std::fs::write(&meta_path, json)
-            .map_err(|e| Error::io("write meta.json", &meta_path, e))?;
-        layout.share_with_team(self.parts.staging.path())?;
-
-        let target = self.parts.address.dir.clone();
-        layout.ensure_dir(&layout.key_dir(&self.parts.address.digest))?;
-        if std::fs::symlink_metadata(&target).is_ok() {
-            // The locked lookup did not accept what is there: corrupt or planted, or, under the
-            // shared protocol, another host's fresh entry hidden from that lookup.
-            if let Some(found) = self.adopt_or_clear()? {
-                return Ok(found);
-            }
+        let staging = self.parts.staging.path();
+        if let Some(found) = before_rename(layout, &self.parts.address, staging, &meta)? {
+            return Ok(found);
         }
         crate::hooks::point("store-publishing");
         let Parts {
@@ -118,6 +100,7 @@ impl Producer {
             _guard,
             fetched,
         } = *self.parts;
+        let target = address.dir.clone();
         let published = staging.commit_noreplace(&target)?;
         crate::hooks::point("store-published");
         if published == PublishOutcome::AlreadyExisted {
@@ -126,13 +109,10 @@ impl Producer {
                 .map_err(|why| published_error(&target, why));
         }
         let layout = store.layout();
-        if layout.protocol == Protocol::Shared {
-            crate::liveness::note_published(layout, &address.digest, &super::stored_variant());
-        }
-        layout.log_event(
+        after_rename(
+            layout,
+            &address,
             if fetched { "store-fetch" } else { "store" },
-            &format!("{}/{}", address.namespace, super::truncated(&address.key)),
-            0,
         );
         let entry = entry::open(&address, store.layout().protocol)
             .map_err(|why| published_error(&target, why))?;
@@ -180,30 +160,74 @@ impl Producer {
         files.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(files)
     }
+}
 
-    /// Clears the way for the staged entry. `Some`: another host's whole entry is there, the
-    /// answer; nothing is published.
-    fn adopt_or_clear(&self) -> Result<Option<StoredEntry>> {
-        let layout = self.parts.store.layout();
-        let target = &self.parts.address.dir;
-        if layout.protocol != Protocol::Shared {
-            move_to_trash(layout, target)?;
-            return Ok(None);
-        }
-        match entry::open(&self.parts.address, self.parts.store.layout().protocol) {
-            Ok(found) => Ok(Some(found)),
-            Err(Unusable::Absent) => Ok(None),
-            Err(Unusable::Corrupt(why)) => match evict_unless_pinned(layout, target, None)? {
-                Evicted::Moved | Evicted::Absent => Ok(None),
-                Evicted::Pinned | Evicted::Replaced => Err(Error::io(
-                    "publish stored entry",
-                    target,
-                    std::io::Error::other(format!(
-                        "a damaged entry there ({why}) may be held by another host"
-                    )),
+/// The first half of a stored entry's publication, under the key's lock: `meta.json` (written
+/// last), team modes, the target cleared. `Some`: another host's whole entry is there, the
+/// answer; publish nothing. Shared by [`Producer::commit`] and a pack's import.
+pub(crate) fn before_rename(
+    layout: &crate::layout::Layout,
+    address: &Address,
+    staging: &Path,
+    meta: &StoredMeta,
+) -> Result<Option<StoredEntry>> {
+    let meta_path = staging.join(META_FILE);
+    let json = serde_json::to_vec(meta).map_err(|e| {
+        Error::io(
+            "serialise meta.json",
+            &meta_path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })?;
+    crate::hooks::point("store-writing-meta");
+    std::fs::write(&meta_path, json).map_err(|e| Error::io("write meta.json", &meta_path, e))?;
+    layout.share_with_team(staging)?;
+    layout.ensure_dir(&layout.key_dir(&address.digest))?;
+    if std::fs::symlink_metadata(&address.dir).is_ok() {
+        // The locked lookup did not accept what is there: corrupt or planted, or, under the
+        // shared protocol, another host's fresh entry hidden from that lookup.
+        return adopt_or_clear(layout, address);
+    }
+    Ok(None)
+}
+
+/// The second half, once the rename published the entry: the note for other hosts' waiters
+/// (shared protocol) and the event log.
+pub(crate) fn after_rename(layout: &crate::layout::Layout, address: &Address, what: &str) {
+    if layout.protocol == Protocol::Shared {
+        crate::liveness::note_published(layout, &address.digest, &super::stored_variant());
+    }
+    layout.log_event(
+        what,
+        &format!("{}/{}", address.namespace, super::truncated(&address.key)),
+        0,
+    );
+}
+
+/// Clears the way for a staged entry. `Some`: another host's whole entry is there, the answer;
+/// nothing is published.
+fn adopt_or_clear(
+    layout: &crate::layout::Layout,
+    address: &Address,
+) -> Result<Option<StoredEntry>> {
+    let target = &address.dir;
+    if layout.protocol != Protocol::Shared {
+        move_to_trash(layout, target)?;
+        return Ok(None);
+    }
+    match entry::open(address, layout.protocol) {
+        Ok(found) => Ok(Some(found)),
+        Err(Unusable::Absent) => Ok(None),
+        Err(Unusable::Corrupt(why)) => match evict_unless_pinned(layout, target, None)? {
+            Evicted::Moved | Evicted::Absent => Ok(None),
+            Evicted::Pinned | Evicted::Replaced => Err(Error::io(
+                "publish stored entry",
+                target,
+                std::io::Error::other(format!(
+                    "a damaged entry there ({why}) may be held by another host"
                 )),
-            },
-        }
+            )),
+        },
     }
 }
 

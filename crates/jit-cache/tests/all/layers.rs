@@ -9,7 +9,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundations",
         &[
-            "error", "fstype", "host", "grace", "sync", "unproven", "scan",
+            "error",
+            "fstype",
+            "host",
+            "grace",
+            "sync",
+            "unproven",
+            "scan",
+            // The pack file's codec: bytes in, checked values out (the rest of `pack` is the top).
+            "pack::format",
         ],
     ),
     (

@@ -13,6 +13,7 @@ mod full_disk;
 mod include_model;
 mod include_props;
 mod layers;
+mod pack;
 mod races_and_causes;
 mod store;
 mod team_root;

@@ -7,6 +7,7 @@ mod controls;
 mod counters;
 mod durable;
 mod jit_builds;
+mod pack_import;
 mod posix;
 mod sweep;
 mod util;

@@ -1,0 +1,447 @@
+//! Import: the header and index checked, then the data read in order with `direct-io`, each
+//! entry checked (digests, sizes, padding, its `meta.json` against its files) and matched
+//! against this host before it is published through the cache's own publication steps.
+//!
+//! Kernels are published a chunk at a time, under their keys' locks (taken in the lock files'
+//! order, so that two importers, or an importer and a build, never wait on each other in a
+//! cycle): each entry is staged and passes the first half of `publish.rs`'s step, the chunk's
+//! trees are renamed with one `durable_fs::StagingBatch` (two flushes), then each passes the
+//! second half, the slot records going into one `durable_fs::Batch` (two more).
+
+use super::format::{check_entry, check_zeros, Damage, Header, Index, IndexEntry, BLOCK};
+use super::{refused, ImportReport};
+use crate::cache::Cache;
+use crate::entry::{variant_of, Meta, META_FILE};
+use crate::error::{Error, Result};
+use crate::layout::{variant_dir_name, Layout, Subdir};
+use crate::pin::{LastUse, Unusable};
+use crate::publish::{after_rename, before_rename, Origin, Owner, Records};
+use crate::search::{Base, SearchPath};
+use crate::store::{is_stored_meta, Address, Namespace, StoredMeta, STORE_FORMAT};
+use crate::toolchain::Toolchain;
+use direct_io::DirectFile;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A chunk ends after this many bytes of entries or this many entries: bounded memory, and a
+/// few flushes per thousand entries.
+const CHUNK_BYTES: u64 = 64 << 20;
+const CHUNK_ENTRIES: usize = 256;
+
+/// A pack whose header and index were read and checked.
+pub(super) struct OpenPack {
+    file: DirectFile,
+    header: Header,
+    pub(super) index: Index,
+}
+
+impl OpenPack {
+    pub(super) fn open(path: &Path) -> Result<OpenPack> {
+        let file = DirectFile::open(path).map_err(|e| Error::io("open pack", path, e.into()))?;
+        let size = file.size();
+        let mut block = vec![0u8; BLOCK.min(size) as usize];
+        read(&file, path, 0, &mut block)?;
+        let header = Header::decode(&block).map_err(|d| refused(path, d))?;
+        if size != header.file_len {
+            return Err(refused(
+                path,
+                Damage::at(
+                    size.min(header.file_len),
+                    format!(
+                        "the pack is {size} bytes; its header says {} (truncated or appended to)",
+                        header.file_len
+                    ),
+                ),
+            ));
+        }
+        let mut index = vec![0u8; header.index_len as usize];
+        read(&file, path, header.index_offset, &mut index)?;
+        let decoded = Index::decode(&index, &header).map_err(|d| refused(path, d))?;
+        let tail_from = header.index_offset + header.index_len;
+        let mut tail = vec![0u8; (header.file_len - tail_from) as usize];
+        read(&file, path, tail_from, &mut tail)?;
+        check_zeros(tail_from, &tail, "the padding after the index")
+            .map_err(|d| refused(path, d))?;
+        Ok(OpenPack {
+            file,
+            header,
+            index: decoded,
+        })
+    }
+}
+
+fn read(file: &DirectFile, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
+    file.read_exact_at(offset, buf)
+        .map_err(|e| Error::io("read pack", path, e.into()))
+}
+
+/// An entry's files, by name, as read from the pack.
+type Files<'a> = Vec<(&'a str, &'a [u8])>;
+
+/// An entry checked and ready to publish.
+enum Ready<'a> {
+    Kernel { meta: Meta, files: Files<'a> },
+    Stored { meta: StoredMeta, files: Files<'a> },
+}
+
+pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
+    let pack = OpenPack::open(path)?;
+    let layout = cache.usable_layout()?;
+    let mut report = ImportReport {
+        entries: pack.index.entries.len(),
+        bytes_read: BLOCK + pack.header.file_len - pack.header.index_offset,
+        ..ImportReport::default()
+    };
+    let mut host = HostCheck::default();
+    let entries = &pack.index.entries;
+    let mut cursor = BLOCK;
+    let mut first = 0;
+    while first < entries.len() {
+        // The chunk: entries whose spans follow one another, read with one call.
+        let start = entries[first].span().0;
+        let mut last = first;
+        while last + 1 < entries.len()
+            && last + 1 - first < CHUNK_ENTRIES
+            && entries[last + 1].span().1 - start <= CHUNK_BYTES
+        {
+            last += 1;
+        }
+        let chunk = &entries[first..=last];
+        let end = entries[last].span().1;
+        let base = cursor;
+        let mut bytes = vec![0u8; (end - base) as usize];
+        read(&pack.file, path, base, &mut bytes)?;
+        report.bytes_read += bytes.len() as u64;
+        let mut ready = Vec::with_capacity(chunk.len());
+        for entry in chunk {
+            let (from, to) = entry.span();
+            let gap = &bytes[(cursor - base) as usize..(from - base) as usize];
+            check_zeros(cursor, gap, "the gap between entries").map_err(|d| refused(path, d))?;
+            let span = &bytes[(from - base) as usize..(to - base) as usize];
+            let files = check_entry(entry, span).map_err(|d| refused(path, d))?;
+            cursor = to;
+            match classify(cache, entry, files, &mut host).map_err(|d| refused(path, d))? {
+                Ok(r) => ready.push(r),
+                Err(why) => report.skipped.push((entry.label(), why)),
+            }
+        }
+        publish_chunk(cache, layout, ready, &mut report)?;
+        first = last + 1;
+    }
+    if cursor < pack.header.index_offset {
+        let mut gap = vec![0u8; (pack.header.index_offset - cursor) as usize];
+        read(&pack.file, path, cursor, &mut gap)?;
+        check_zeros(cursor, &gap, "the gap before the index").map_err(|d| refused(path, d))?;
+    }
+    cache.save_stat_cache();
+    Ok(report)
+}
+
+/// This host's toolchain, asked for once, when the first kernel needs it.
+#[derive(Default)]
+struct HostCheck {
+    toolchain: Option<std::result::Result<(Arc<Toolchain>, SearchPath), String>>,
+}
+
+impl HostCheck {
+    fn get(&mut self, cache: &Cache) -> std::result::Result<&(Arc<Toolchain>, SearchPath), String> {
+        let found = self.toolchain.get_or_insert_with(|| {
+            let toolchain = cache
+                .toolchain()
+                .map_err(|e| format!("no toolchain here: {e}"))?;
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let search = SearchPath::new(
+                &cwd,
+                None,
+                &crate::request::UserSearch::default(),
+                Arc::clone(&toolchain.host.dirs),
+            );
+            Ok((toolchain, search))
+        });
+        found.as_ref().map_err(Clone::clone)
+    }
+}
+
+/// Checks an entry's `meta.json` against its files and the index (damage: `Err`), then this
+/// host against its recorded inputs (`Ok(Err(why))`: skipped).
+fn classify<'a>(
+    cache: &Cache,
+    entry: &IndexEntry,
+    files: Files<'a>,
+    host: &mut HostCheck,
+) -> std::result::Result<std::result::Result<Ready<'a>, String>, Damage> {
+    let meta_at = entry
+        .files
+        .iter()
+        .find(|f| f.name == META_FILE)
+        .map_or(entry.span().0, |f| f.offset);
+    let bad = |why: &str| Damage::in_entry(meta_at, entry, why.to_string());
+    let meta_json = files
+        .iter()
+        .find(|(n, _)| *n == META_FILE)
+        .map(|(_, b)| *b)
+        .ok_or_else(|| bad("the entry has no meta.json"))?;
+    let find = |name: &str| files.iter().find(|(n, _)| *n == name).map(|(_, b)| *b);
+    if is_stored_meta(meta_json) {
+        let meta: StoredMeta =
+            serde_json::from_slice(meta_json).map_err(|e| bad(&format!("meta.json: {e}")))?;
+        if meta.format != STORE_FORMAT {
+            return Ok(Err(format!("stored entry format {}", meta.format)));
+        }
+        let whole = entry.kind == "stored"
+            && meta.digest.to_hex() == entry.key
+            && entry.variant == variant_dir_name(&crate::store::stored_variant())
+            && files.len() == meta.files.len() + 1
+            && meta.files.iter().all(|f| {
+                find(&f.name).is_some_and(|b| {
+                    b.len() as u64 == f.size && fingerprint::Digest::of_bytes(b) == f.digest
+                })
+            });
+        if !whole {
+            return Err(bad("meta.json does not describe the entry's files"));
+        }
+        return Ok(Ok(Ready::Stored { meta, files }));
+    }
+    let meta: Meta =
+        serde_json::from_slice(meta_json).map_err(|e| bad(&format!("meta.json: {e}")))?;
+    if meta.format != crate::key::CACHE_FORMAT {
+        return Ok(Err(format!(
+            "cache format {}; this cache's is {}",
+            meta.format,
+            crate::key::CACHE_FORMAT
+        )));
+    }
+    let artifact = find(&meta.artifact_file);
+    let whole = entry.kind == "kernel"
+        && meta.key.to_hex() == entry.key
+        && variant_dir_name(&meta.variant) == entry.variant
+        && variant_of(&meta.inputs()) == meta.variant
+        && crate::pin::is_plain_name(&meta.artifact_file)
+        && meta.artifact_file == crate::entry::artifact_file_name(meta.kind)
+        && artifact.is_some_and(|b| {
+            b.len() as u64 == meta.artifact_size
+                && fingerprint::Digest::of_bytes(b) == meta.artifact_digest
+        })
+        // A kernel entry holds its artifact, its compiler record and `meta.json`, nothing else.
+        && files.iter().all(|(n, _)| {
+            [META_FILE, meta.artifact_file.as_str(), crate::compiler_record::RECORD_FILE]
+                .contains(n)
+        });
+    if !whole {
+        return Err(bad("meta.json does not describe the entry's files"));
+    }
+    let (toolchain, search) = match host.get(cache) {
+        Ok(found) => found,
+        Err(why) => return Ok(Err(why)),
+    };
+    if let Some(why) = other_toolchain(&meta, toolchain) {
+        return Ok(Err(why));
+    }
+    // Headers of the toolkit and the installation, and absolute ones, are named the same way on
+    // every host: checked now. The project's are relative to directories only a request knows,
+    // and are checked at every hit.
+    let fixed = |b: Base| matches!(b, Base::Toolkit | Base::Installed | Base::Absolute);
+    let headers: Vec<_> = meta
+        .headers
+        .iter()
+        .filter(|h| fixed(h.base))
+        .cloned()
+        .collect();
+    let absent: Vec<_> = meta
+        .absent
+        .iter()
+        .filter(|a| fixed(a.base))
+        .cloned()
+        .collect();
+    if let Err(mismatch) = cache.revalidate(&headers, &absent, search) {
+        return Ok(Err(format!("inputs differ here: {mismatch}")));
+    }
+    Ok(Ok(Ready::Kernel { meta, files }))
+}
+
+/// Why the toolchain a kernel was compiled with is not this host's, if it is not.
+fn other_toolchain(meta: &Meta, toolchain: &Toolchain) -> Option<String> {
+    let recorded = meta.manifest.get("toolchain:nvcc");
+    if recorded.map(|c| c.digest) != Some(toolchain.identity.digest) {
+        return Some(format!(
+            "compiled by another nvcc ({}); this host's is {} {}",
+            super::export::toolchain_of(meta),
+            toolchain.version,
+            toolchain.identity.digest.short()
+        ));
+    }
+    let host = meta
+        .manifest
+        .get("toolchain:host-compiler")
+        .and_then(|c| c.value.as_deref());
+    if host != Some(toolchain.host.identity.as_str()) {
+        return Some(format!(
+            "compiled with another host compiler ({}); this host's is {}",
+            host.unwrap_or("?"),
+            toolchain.host.identity
+        ));
+    }
+    None
+}
+
+/// What a staged tree of the chunk will be once renamed: a kernel (its index in `ready`) or a
+/// stored entry (its address).
+enum Pushed {
+    Kernel(usize),
+    Stored(Address),
+}
+
+/// A chunk's entries, kernels and stored entries alike, through both halves of their
+/// publication step around one batched rename, under their keys' locks.
+fn publish_chunk(
+    cache: &Cache,
+    layout: &Layout,
+    ready: Vec<Ready<'_>>,
+    report: &mut ImportReport,
+) -> Result<()> {
+    if ready.is_empty() {
+        return Ok(());
+    }
+    let store = cache.store()?;
+    let mut addresses = Vec::with_capacity(ready.len());
+    for r in &ready {
+        addresses.push(match r {
+            Ready::Kernel { .. } => None,
+            Ready::Stored { meta, .. } => {
+                let namespace = Namespace::new(&meta.namespace)?;
+                Some(store.address(&namespace, &meta.key)?)
+            }
+        });
+    }
+    // One lock per lock file (keys share 256 of them), taken in the files' order: two importers,
+    // or an importer and a batch of builds, never wait on each other in a cycle.
+    let mut locks = BTreeMap::new();
+    for (r, address) in ready.iter().zip(&addresses) {
+        let key = match (r, address) {
+            (Ready::Kernel { meta, .. }, _) => meta.key,
+            (Ready::Stored { .. }, Some(address)) => address.digest,
+            (Ready::Stored { .. }, None) => continue,
+        };
+        locks.entry(layout.lock_file(&key)).or_insert(key);
+    }
+    let mut guards = Vec::with_capacity(locks.len());
+    for key in locks.values() {
+        guards.push(crate::hooks::lock_key(layout, key)?);
+    }
+    crate::hooks::point("import-locked");
+    let mut batch =
+        durable_fs::StagingBatch::new(layout.dir(Subdir::Staging), durable_fs::Flush::Auto)?;
+    let mut beats = Vec::new();
+    let mut pushed = Vec::new();
+    for (i, (r, address)) in ready.iter().zip(addresses).enumerate() {
+        let (target, whole, files) = match (r, &address) {
+            (Ready::Kernel { meta, files }, _) => {
+                let target = layout.entry_dir(&meta.key, &meta.variant);
+                (target.clone(), whole_at(&target, meta), files)
+            }
+            (Ready::Stored { files, .. }, Some(address)) => (
+                address.dir.clone(),
+                crate::store::is_whole(address, layout.protocol),
+                files,
+            ),
+            (Ready::Stored { .. }, None) => continue,
+        };
+        // Published already (by an earlier import, a racing one, or a build): never replaced.
+        if whole {
+            report.present += 1;
+            continue;
+        }
+        // The key's directory, when new, is made durable by the batch's flush, not by two
+        // fsyncs of its own (`before_rename` then finds it there).
+        if let Some(key_dir) = target.parent() {
+            for dir in layout.ensure_dir_unflushed(key_dir)? {
+                batch.flush_dir(dir);
+            }
+            batch.flush_dir(key_dir);
+        }
+        let staging = layout.new_staging_dir()?;
+        crate::hooks::point("import-staging");
+        for (name, bytes) in files.iter().filter(|(n, _)| *n != META_FILE) {
+            let path = staging.path().join(name);
+            std::fs::write(&path, bytes).map_err(|e| Error::io("write imported file", &path, e))?;
+        }
+        let found = match (r, &address) {
+            (Ready::Kernel { meta, files }, _) => {
+                let artifact = files
+                    .iter()
+                    .find(|(n, _)| *n == meta.artifact_file)
+                    .map_or(&[][..], |(_, b)| *b);
+                let owner = Owner::of_meta(meta);
+                before_rename(
+                    layout,
+                    &owner,
+                    staging.path(),
+                    meta,
+                    artifact,
+                    &meta.inputs(),
+                )?
+                .is_some()
+            }
+            (Ready::Stored { meta, .. }, Some(address)) => {
+                crate::store::before_rename(layout, address, staging.path(), meta)?.is_some()
+            }
+            (Ready::Stored { .. }, None) => continue,
+        };
+        if found {
+            // Another host's whole entry is there (shared protocol).
+            report.present += 1;
+            continue;
+        }
+        let (dir, beat) = staging.into_parts();
+        beats.push(beat);
+        batch.push(dir, target);
+        pushed.push(match address {
+            Some(address) => Pushed::Stored(address),
+            None => Pushed::Kernel(i),
+        });
+    }
+    crate::hooks::point("import-publishing");
+    let committed = batch.commit()?;
+    crate::hooks::point("import-published");
+    drop(beats);
+    report.flushes += committed.flushes;
+    let mut records = durable_fs::Batch::new();
+    for (item, outcome) in pushed.into_iter().zip(committed.outcomes) {
+        if outcome == durable_fs::PublishOutcome::AlreadyExisted {
+            report.present += 1;
+            continue;
+        }
+        match item {
+            Pushed::Kernel(i) => {
+                if let Ready::Kernel { meta, .. } = &ready[i] {
+                    after_rename(
+                        cache,
+                        layout,
+                        &Owner::of_meta(meta),
+                        meta,
+                        &meta.inputs(),
+                        Origin::Import,
+                        Records::Into(&mut records),
+                    )?;
+                }
+            }
+            Pushed::Stored(address) => crate::store::after_rename(layout, &address, "store-import"),
+        }
+        report.imported += 1;
+    }
+    report.flushes += records.commit()?.flushes;
+    drop(guards);
+    Ok(())
+}
+
+/// Whether a whole entry of this variant is already published at `target`.
+fn whole_at(target: &Path, meta: &Meta) -> bool {
+    let variant = variant_dir_name(&meta.variant);
+    match crate::entry::open_entry(target, &meta.key, &variant, LastUse::Keep)
+        .and_then(|open| open.load(meta.kind))
+    {
+        Ok(_) => true,
+        Err(Unusable::Absent | Unusable::Corrupt(_)) => false,
+    }
+}

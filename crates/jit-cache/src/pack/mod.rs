@@ -1,0 +1,221 @@
+//! Kernel packs: chosen entries of a cache, kernels and stored entries alike, in one verified
+//! file that another cache imports at disk speed.
+//!
+//! A pack holds, for each entry, its key, its recorded inputs (in its `meta.json`: headers by
+//! place and digest, the toolchain's identity in the key's manifest), its files and their blake3
+//! digests; a format version and the index's digest sit in the header (`format.rs`). Export
+//! reads each entry pinned and checked, and writes the pack with one durable put. Import checks
+//! the header, the index and each entry's bytes before publishing it through the cache's own
+//! publication steps, under the key's lock, no-replace, many entries at a time with a batch's
+//! flushes (`import.rs`).
+//!
+//! # Guarantees
+//! - A truncated or corrupt pack is refused with [`crate::Error::Pack`], naming the offset and
+//!   the entry; no entry whose bytes are damaged is published (entries before the damage, each
+//!   whole and verified, may have been).
+//! - An imported entry is an ordinary entry: a hit revalidates it as any other, `verify` and
+//!   `gc` see it, and it was published as a build publishes (one no-replace rename of a whole
+//!   entry; durable before [`Cache::import_pack`] returns).
+//! - A kernel compiled by another toolchain (nvcc or host compiler) or against toolkit or
+//!   installed headers that differ here is skipped and counted, never published.
+//!
+//! # Limitations
+//! - Headers under the project's directories (`-I`, the source's directory) are named relative
+//!   to directories a pack does not know; they are checked at every hit, as for any entry, not
+//!   at import.
+//! - A chunk (up to 256 entries or 64 MiB) holds its keys' locks until it is published: a build
+//!   of one of those keys waits that long.
+//! - An import is bound by the filesystem's creation of the entries' files and directories, not
+//!   by the pack's read rate (`cargo xtask bench pack`).
+
+mod export;
+mod format;
+mod import;
+
+use crate::cache::Cache;
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Which entries [`Cache::export_pack`] takes. The default takes every entry.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct PackFilter {
+    /// A glob (`*`, `?`) the entry's name must match (a stored entry's is `namespace/key`).
+    pub name: Option<String>,
+    /// Kernels built for at least one of these arches (`sm_90`); stored entries never match a
+    /// non-empty list.
+    pub arches: Vec<String>,
+    /// Kinds to take: `cubin`, `ptx`, `fatbin`, `stored`; empty: every kind.
+    pub kinds: Vec<String>,
+}
+
+impl PackFilter {
+    /// Only entries whose name matches `glob`.
+    pub fn name(mut self, glob: impl Into<String>) -> Self {
+        self.name = Some(glob.into());
+        self
+    }
+
+    /// Also kernels for `arch`.
+    pub fn arch(mut self, arch: impl Into<String>) -> Self {
+        self.arches.push(arch.into());
+        self
+    }
+
+    /// Also entries of kind `kind`.
+    pub fn kind(mut self, kind: impl Into<String>) -> Self {
+        self.kinds.push(kind.into());
+        self
+    }
+
+    fn takes(&self, name: &str, kind: &str, arches: &[String]) -> bool {
+        self.name.as_deref().is_none_or(|g| glob_matches(g, name))
+            && (self.kinds.is_empty() || self.kinds.iter().any(|k| k == kind))
+            && (self.arches.is_empty() || self.arches.iter().any(|a| arches.contains(a)))
+    }
+}
+
+/// What [`Cache::export_pack`] wrote.
+#[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
+pub struct ExportReport {
+    /// Entries in the pack.
+    pub entries: usize,
+    /// The pack's size in bytes.
+    pub bytes: u64,
+    /// Entries left out because they were found damaged (run `verify`), with the reason.
+    pub skipped_damaged: Vec<(PathBuf, String)>,
+}
+
+/// What [`Cache::import_pack`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
+pub struct ImportReport {
+    /// Entries in the pack.
+    pub entries: usize,
+    /// Entries published by this import.
+    pub imported: usize,
+    /// Entries already present, whole (published before, or by a racing import or build).
+    pub present: usize,
+    /// Entries skipped because their recorded inputs do not match this host, with the entry and
+    /// the reason.
+    pub skipped: Vec<(String, String)>,
+    /// `syncfs` or `fsync` calls made by the batched publication of kernels.
+    pub flushes: usize,
+    /// Bytes of the pack read.
+    pub bytes_read: u64,
+}
+
+/// One entry of a pack, as [`list_pack`] shows it.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct PackEntry {
+    /// `kernel` or `stored`.
+    pub kind: String,
+    /// The kernel's name, or `namespace/key`.
+    pub name: String,
+    /// The key directory's name.
+    pub key: String,
+    /// The variant directory's name.
+    pub variant: String,
+    /// A kernel's output kind.
+    pub output: Option<String>,
+    /// A kernel's arches.
+    pub arches: Vec<String>,
+    /// A kernel's compiler and host compiler identities.
+    pub toolchain: Option<String>,
+    /// A kernel's headers (`<component> <blake3>`).
+    pub headers: Vec<String>,
+    /// The entry's files with their sizes.
+    pub files: Vec<(String, u64)>,
+}
+
+/// Lists a pack without importing it: its header and index are checked (digests, format,
+/// layout); the entries' data is not read.
+pub fn list_pack(path: impl AsRef<Path>) -> Result<Vec<PackEntry>> {
+    let path = path.as_ref();
+    let opened = import::OpenPack::open(path)?;
+    Ok(opened
+        .index
+        .entries
+        .into_iter()
+        .map(|e| PackEntry {
+            files: e.files.iter().map(|f| (f.name.clone(), f.size)).collect(),
+            kind: e.kind,
+            name: e.name,
+            key: e.key,
+            variant: e.variant,
+            output: e.output,
+            arches: e.arches,
+            toolchain: e.toolchain,
+            headers: e.headers,
+        })
+        .collect())
+}
+
+impl Cache {
+    /// Writes the entries `filter` takes into a pack at `path` (replaced durably if it
+    /// exists). Each entry is read pinned and checked against its `meta.json`; a damaged one is
+    /// left out and reported. The same entries give the same bytes.
+    pub fn export_pack(&self, path: impl AsRef<Path>, filter: &PackFilter) -> Result<ExportReport> {
+        export::export(self, path.as_ref(), filter)
+    }
+
+    /// Imports the pack at `path`: every entry is checked (digests, sizes, format) and matched
+    /// against this host (toolchain, toolkit and installed headers) before it is published
+    /// through the cache's own publication step, under its key's lock, never replacing an entry.
+    /// Safe against concurrent imports of the same pack and builds of the same kernels.
+    pub fn import_pack(&self, path: impl AsRef<Path>) -> Result<ImportReport> {
+        import::import(self, path.as_ref())
+    }
+}
+
+/// The refusal of a damaged pack.
+fn refused(path: &Path, damage: format::Damage) -> Error {
+    Error::Pack {
+        path: path.to_path_buf(),
+        offset: damage.offset,
+        entry: damage.entry,
+        reason: damage.reason,
+    }
+}
+
+/// A shell-style glob: `*` any run of characters, `?` one character.
+fn glob_matches(glob: &str, text: &str) -> bool {
+    let (g, t): (Vec<char>, Vec<char>) = (glob.chars().collect(), text.chars().collect());
+    let (mut gi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if gi < g.len() && (g[gi] == '?' || g[gi] == t[ti]) {
+            gi += 1;
+            ti += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some((gi, ti));
+            gi += 1;
+        } else if let Some((sg, st)) = star {
+            gi = sg + 1;
+            ti = st + 1;
+            star = Some((sg, st + 1));
+        } else {
+            return false;
+        }
+    }
+    g[gi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_matches;
+
+    #[test]
+    fn globs_match_as_a_shell_does() {
+        assert!(glob_matches("gemm_*", "gemm_fp16"));
+        assert!(glob_matches("*", ""));
+        assert!(glob_matches("a?c", "abc"));
+        assert!(glob_matches("*_fp16*", "gemm_fp16_v2"));
+        assert!(!glob_matches("gemm_*", "attn_fp16"));
+        assert!(!glob_matches("a?c", "ac"));
+        assert!(glob_matches("triton/*", "triton/abc"));
+    }
+}

@@ -1,0 +1,323 @@
+//! Kernel packs: export then import into a fresh root (stored entries, and kernels with the real
+//! nvcc: hits, no compile), the same bytes for the same entries, refusal of a pack truncated at
+//! every block boundary or with any byte flipped (with the offset, publishing nothing), and
+//! kernels whose recorded inputs differ here skipped.
+
+use crate::support::{kernel_text, open_cache};
+use jit_cache::store::{Claim, Namespace, Store};
+use jit_cache::{Cache, Error, KernelSpec, Outcome, PackFilter};
+use std::path::Path;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+const BLOCK: usize = 4096;
+
+/// Stored entries made: each key with its files (name, bytes).
+type Made = Vec<(String, Vec<(String, Vec<u8>)>)>;
+
+/// Stored entries of several shapes: empty files, files of a block exactly, files over one.
+fn fill_store(root: &Path) -> Made {
+    let store = Store::open(root).expect("open store");
+    let ns = Namespace::new("triton").expect("namespace");
+    let mut made = Vec::new();
+    for (i, sizes) in [vec![0usize, 10], vec![BLOCK], vec![BLOCK + 1, 3, 700]]
+        .into_iter()
+        .enumerate()
+    {
+        let key = format!("key-{i}");
+        let files: Vec<(String, Vec<u8>)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(j, n)| (format!("f{j}.bin"), vec![(i * 7 + j + 1) as u8; *n]))
+            .collect();
+        match store.begin(&ns, &key, WAIT).expect("begin") {
+            Claim::Produce(producer) => {
+                for (name, bytes) in &files {
+                    producer.write(name, bytes).expect("write");
+                }
+                producer.commit().expect("commit");
+            }
+            Claim::Ready(_) => panic!("{key} was not there yet"),
+        }
+        made.push((key, files));
+    }
+    made
+}
+
+fn assert_stored(root: &Path, made: &Made) {
+    let store = Store::open(root).expect("open store");
+    let ns = Namespace::new("triton").expect("namespace");
+    for (key, files) in made {
+        let entry = store
+            .get(&ns, key)
+            .expect("get")
+            .unwrap_or_else(|| panic!("{key} was imported"));
+        for (name, bytes) in files {
+            assert_eq!(
+                &entry.read(name).expect("read"),
+                bytes,
+                "{key}/{name} whole"
+            );
+        }
+    }
+}
+
+#[test]
+fn stored_entries_round_trip_and_the_same_entries_give_the_same_bytes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let made = fill_store(&dir.path().join("a"));
+    let a = Cache::open(dir.path().join("a")).expect("open a");
+    let (one, two) = (dir.path().join("one.pack"), dir.path().join("two.pack"));
+    let report = a.export_pack(&one, &PackFilter::default()).expect("export");
+    assert_eq!(report.entries, 3, "every entry exported");
+    assert!(report.skipped_damaged.is_empty());
+    a.export_pack(&two, &PackFilter::default())
+        .expect("export again");
+    assert_eq!(
+        std::fs::read(&one).expect("read one"),
+        std::fs::read(&two).expect("read two"),
+        "the same entries give the same bytes"
+    );
+    assert_eq!(report.bytes % BLOCK as u64, 0, "the pack is whole blocks");
+
+    let listed = jit_cache::list_pack(&one).expect("ls");
+    assert_eq!(listed.len(), 3);
+    assert!(listed
+        .iter()
+        .all(|e| e.kind == "stored" && e.name.starts_with("triton/")));
+
+    let b = Cache::open(dir.path().join("b")).expect("open b");
+    let imported = b.import_pack(&one).expect("import");
+    assert_eq!(
+        (imported.imported, imported.present),
+        (3, 0),
+        "{imported:?}"
+    );
+    assert_stored(&dir.path().join("b"), &made);
+    let again = b.import_pack(&one).expect("import again");
+    assert_eq!(
+        (again.imported, again.present),
+        (0, 3),
+        "a second import replaces nothing"
+    );
+    let verified = b.verify().expect("verify");
+    assert_eq!(verified.checked, 3, "imported entries are ordinary entries");
+    assert!(verified.corrupt.is_empty(), "{:?}", verified.corrupt);
+
+    let gc = b
+        .gc(jit_cache::GcPolicy {
+            max_bytes: Some(0),
+            max_age: None,
+        })
+        .expect("gc");
+    assert_eq!(gc.evicted, 3, "gc evicts imported entries as any other");
+
+    // Under the shared protocol (another host may use the root) the same import holds.
+    let shared = Cache::open_with(
+        dir.path().join("shared"),
+        jit_cache::CacheOptions::default().sharing(jit_cache::Sharing::Shared),
+    )
+    .expect("open shared root");
+    let imported = shared.import_pack(&one).expect("import into a shared root");
+    assert_eq!(imported.imported, 3, "{imported:?}");
+    assert_stored(&dir.path().join("shared"), &made);
+
+    let only = a
+        .export_pack(
+            dir.path().join("only.pack"),
+            &PackFilter::default().name("triton/key-1"),
+        )
+        .expect("export one");
+    assert_eq!(only.entries, 1, "the name glob chooses");
+    let none = a
+        .export_pack(
+            dir.path().join("none.pack"),
+            &PackFilter::default().kind("cubin"),
+        )
+        .expect("export no kernels");
+    assert_eq!(none.entries, 0, "the kind chooses");
+}
+
+/// The refusal's offset, or a panic saying what was accepted.
+fn refused_at(cache: &Cache, pack: &Path, what: &str) -> (u64, Option<String>) {
+    match cache.import_pack(pack) {
+        Err(Error::Pack { offset, entry, .. }) => (offset, entry),
+        Err(other) => panic!("{what}: refused without an offset: {other}"),
+        Ok(report) => panic!("{what}: accepted: {report:?}"),
+    }
+}
+
+#[test]
+fn a_pack_truncated_at_any_block_boundary_is_refused_and_publishes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    fill_store(&dir.path().join("a"));
+    let a = Cache::open(dir.path().join("a")).expect("open a");
+    let pack = dir.path().join("a.pack");
+    a.export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    let bytes = std::fs::read(&pack).expect("read pack");
+    let b = Cache::open(dir.path().join("b")).expect("open b");
+    let cut = dir.path().join("cut.pack");
+    for len in (0..bytes.len()).step_by(BLOCK) {
+        std::fs::write(&cut, &bytes[..len]).expect("write truncated pack");
+        let (offset, _) = refused_at(&b, &cut, &format!("truncated at {len}"));
+        assert!(
+            offset <= len as u64,
+            "the offset {offset} is inside the {len} bytes left"
+        );
+    }
+    assert!(
+        b.entries().expect("entries").is_empty(),
+        "nothing was published"
+    );
+}
+
+#[test]
+fn a_byte_flipped_anywhere_is_refused_with_its_offset_and_publishes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    fill_store(&dir.path().join("a"));
+    let a = Cache::open(dir.path().join("a")).expect("open a");
+    let pack = dir.path().join("a.pack");
+    a.export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    let bytes = std::fs::read(&pack).expect("read pack");
+    let b = Cache::open(dir.path().join("b")).expect("open b");
+    let flipped = dir.path().join("flipped.pack");
+    let mut named = 0;
+    // Every region: the header's fields and padding, each file and its padding, the index and
+    // the zeros after it (every file and the index fit in one block here).
+    for at in (0..bytes.len()).step_by(13).chain([bytes.len() - 1]) {
+        let mut copy = bytes.clone();
+        copy[at] ^= 0x20;
+        std::fs::write(&flipped, &copy).expect("write flipped pack");
+        let (offset, entry) = refused_at(&b, &flipped, &format!("byte {at} flipped"));
+        assert!(
+            offset <= at as u64 && offset / BLOCK as u64 == (at / BLOCK) as u64,
+            "byte {at} flipped: refused at {offset}, in its own block"
+        );
+        named += usize::from(entry.is_some());
+    }
+    assert!(named > 0, "damage inside an entry names the entry");
+    assert!(
+        b.entries().expect("entries").is_empty(),
+        "nothing was published"
+    );
+}
+
+fn three_kernels() -> Vec<KernelSpec> {
+    (0..3)
+        .map(|n| KernelSpec::from_text(format!("pk{n}"), format!("pk{n}.cu"), kernel_text(n + 40)))
+        .collect()
+}
+
+#[test]
+fn kernels_exported_then_imported_into_a_fresh_root_are_hits_without_a_compile() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = open_cache(&dir.path().join("a"));
+    for spec in three_kernels() {
+        assert_eq!(
+            a.get_or_build(&spec).expect("build").outcome,
+            Outcome::Built
+        );
+    }
+    let pack = dir.path().join("kernels.pack");
+    let exported = a
+        .export_pack(&pack, &PackFilter::default().arch("sm_90"))
+        .expect("export");
+    assert_eq!(exported.entries, 3);
+    let listed = jit_cache::list_pack(&pack).expect("ls");
+    assert!(
+        listed
+            .iter()
+            .all(|e| e.toolchain.is_some() && e.output.as_deref() == Some("cubin")),
+        "{listed:?}"
+    );
+    let b = open_cache(&dir.path().join("b"));
+    let imported = b.import_pack(&pack).expect("import");
+    assert_eq!(imported.imported, 3, "{imported:?}");
+    assert!(imported.skipped.is_empty(), "{:?}", imported.skipped);
+    for spec in three_kernels() {
+        let answer = b.get_or_build(&spec).expect("get");
+        assert_eq!(
+            answer.outcome,
+            Outcome::Hit,
+            "{} is a hit: no compile",
+            spec.name
+        );
+    }
+    let verified = b.verify().expect("verify");
+    assert_eq!((verified.checked, verified.corrupt.len()), (3, 0));
+}
+
+#[test]
+fn a_kernel_whose_installed_header_differs_here_is_skipped_and_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let header = dir.path().join("installed").join("tile.cuh");
+    std::fs::create_dir_all(header.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&header, "#define TILE 4.0f\n").expect("header");
+    let spec = || {
+        KernelSpec::from_text(
+            "tiled",
+            "tiled.cu",
+            format!(
+                "#include \"{}\"\nextern \"C\" __global__ void tiled(float* x) {{ x[0] = TILE; }}\n",
+                header.display()
+            ),
+        )
+    };
+    let a = open_cache(&dir.path().join("a"));
+    a.get_or_build(&spec()).expect("build");
+    let pack = dir.path().join("tiled.pack");
+    a.export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    std::fs::write(&header, "#define TILE 5.0f\n").expect("edit header");
+    let b = open_cache(&dir.path().join("b"));
+    let report = b.import_pack(&pack).expect("import");
+    assert_eq!(report.imported, 0, "{report:?}");
+    assert_eq!(report.skipped.len(), 1, "skipped and counted: {report:?}");
+    assert!(
+        report.skipped[0].1.contains("inputs differ"),
+        "skipped for its header: {report:?}"
+    );
+    assert!(b.entries().expect("entries").is_empty(), "never served");
+    std::fs::write(&header, "#define TILE 4.0f\n").expect("restore header");
+    let report = b.import_pack(&pack).expect("import again");
+    assert_eq!(
+        report.imported, 1,
+        "the same header again: imported ({report:?})"
+    );
+    assert_eq!(b.get_or_build(&spec()).expect("get").outcome, Outcome::Hit);
+}
+
+#[test]
+fn an_empty_pack_round_trips_and_a_foreign_file_is_refused_at_offset_zero() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = Cache::open(dir.path().join("a")).expect("open a");
+    let pack = dir.path().join("empty.pack");
+    let report = a
+        .export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    assert_eq!(
+        (report.entries, report.bytes),
+        (0, 2 * BLOCK as u64),
+        "a header and an index"
+    );
+    assert!(jit_cache::list_pack(&pack).expect("ls").is_empty());
+    let imported = a.import_pack(&pack).expect("import");
+    assert_eq!((imported.entries, imported.imported), (0, 0));
+
+    let foreign = dir.path().join("foreign.pack");
+    std::fs::write(&foreign, vec![7u8; 3 * BLOCK]).expect("write");
+    match jit_cache::list_pack(&foreign) {
+        Err(Error::Pack { offset, reason, .. }) => {
+            assert_eq!(offset, 0, "{reason}");
+            assert!(reason.contains("not a jit-cache pack"), "{reason}");
+        }
+        other => panic!("a foreign file is refused: {other:?}"),
+    }
+    let message = a.import_pack(&foreign).expect_err("refused").to_string();
+    assert!(
+        message.contains(&foreign.display().to_string()) && message.contains("offset 0"),
+        "the message names the pack and the offset: {message}"
+    );
+}
