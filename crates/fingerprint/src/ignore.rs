@@ -1,8 +1,9 @@
-//! Glob-lite matching of file names for tree ignore rules.
+//! Glob-lite matching of names: tree ignore rules, and any caller that selects by name.
 
 /// Whether `name` matches `pattern`, where `*` matches any run of bytes (including none), `?`
-/// matches one byte, and every other byte matches itself. Patterns apply to one path component.
-pub(crate) fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
+/// matches one byte, and every other byte matches itself (`/` too: a tree's ignore rules apply
+/// it to one path component, a pack filter to a stored entry's `namespace/key`).
+pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
     // Iterative matcher with single-star backtracking: linear in practice, no recursion.
     let (mut p, mut n) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
@@ -34,7 +35,7 @@ mod tests {
 
     #[test]
     fn default_patterns_match_what_they_should() {
-        let cases: [(&str, &str, bool); 10] = [
+        let cases: &[(&str, &str, bool)] = &[
             ("*.pyc", "mod.cpython-311.pyc", true),
             ("*.pyc", "mod.py", false),
             ("*~", "tile.cuh~", true),
@@ -45,8 +46,12 @@ mod tests {
             (".git", ".git", true),
             (".git", ".github", false),
             ("a?c", "abc", true),
+            ("a?c", "ac", false),
+            ("*", "", true),
+            ("*_fp16*", "gemm_fp16_v2", true),
+            ("triton/*", "triton/abc", true),
         ];
-        for (p, n, want) in cases {
+        for &(p, n, want) in cases {
             assert_eq!(
                 glob_match(p.as_bytes(), n.as_bytes()),
                 want,

@@ -91,6 +91,7 @@ pub use diff::{diff, Change, FORMAT_VERSION_COMPONENT};
 pub use digest::{Digest, ParseDigestError, FORMAT_VERSION};
 pub use error::{Error, ErrorKind};
 pub use file::hash_file;
+pub use ignore::glob_match;
 pub use manifest::{Component, Manifest};
 pub use python::{python_identity, PythonIdentity};
 pub use stat_cache::StatCache;

@@ -1,7 +1,7 @@
 //! Command-line arguments.
 
 use clap::{Args, Parser, Subcommand};
-use jit_cache::{Error, KernelSpec, OutputKind};
+use jit_cache::{Error, KernelSpec, OutputKind, PackKind};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -83,9 +83,10 @@ pub(crate) enum PackCommand {
         /// Only kernels built for this architecture (repeat for several).
         #[arg(long = "arch")]
         arches: Vec<String>,
-        /// Only entries of this kind: cubin, ptx, fatbin or stored (repeat for several).
-        #[arg(long = "kind")]
-        kinds: Vec<String>,
+        /// Only entries of this kind: cubin, ptx, fatbin, object, shared-library or stored
+        /// (repeat for several).
+        #[arg(long = "kind", value_parser = parse_pack_kind)]
+        kinds: Vec<PackKind>,
     },
     /// Check a pack and publish its entries into the cache; entries whose recorded inputs do not
     /// match this host are skipped and counted.
@@ -189,6 +190,12 @@ fn parse_kind(s: &str) -> Result<OutputKind, String> {
         "fatbin" => Ok(OutputKind::Fatbin),
         other => Err(format!("unknown kind `{other}` (cubin, ptx or fatbin)")),
     }
+}
+
+fn parse_pack_kind(s: &str) -> Result<PackKind, String> {
+    PackKind::from_name(s).ok_or_else(|| {
+        format!("unknown kind `{s}` (cubin, ptx, fatbin, object, shared-library or stored)")
+    })
 }
 
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {

@@ -22,7 +22,7 @@ pub(crate) fn run(cli: &Cli, cache: &Cache, command: &PackCommand) -> Result<u8,
                 filter = filter.arch(arch.clone());
             }
             for kind in kinds {
-                filter = filter.kind(kind.clone());
+                filter = filter.kind(*kind);
             }
             let report = cache.export_pack(output, &filter)?;
             if cli.json {
@@ -71,7 +71,7 @@ pub(crate) fn ls(cli: &Cli, file: &Path) -> Result<u8, Error> {
     } else {
         for e in entries {
             let bytes: u64 = e.files.iter().map(|(_, n)| n).sum();
-            let what = e.output.as_deref().unwrap_or(&e.kind);
+            let what = e.output.as_deref().unwrap_or(e.kind.name());
             say!(
                 "{:<24} {:<7} {:>9} {} {}",
                 e.name,

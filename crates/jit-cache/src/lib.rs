@@ -135,7 +135,9 @@ pub use liveness::SHARED_GRACE_ENV;
 pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH};
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
-pub use pack::{list_pack, ExportReport, ImportReport, PackEntry, PackFilter};
+pub use pack::{
+    list_pack, ExportReport, ImportReport, PackEntry, PackEntryKind, PackFilter, PackKind,
+};
 pub use remote::{
     manifest_artifacts, Expected, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier,
     TierError, TierErrorKind,

@@ -429,3 +429,27 @@ fn heavy_importers_and_builders_killed_at_random_instants_leave_nothing_torn() {
     assert_eq!(outcomes(&again), ["hit", "hit", "hit", "hit"], "{again}");
     assert_eq!(compiler.compiles(), before, "hits only");
 }
+
+#[test]
+fn an_unknown_kind_is_a_usage_error_not_an_empty_pack() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pack = dir.path().join("k.pack");
+    let out = cli(&dir.path().join("cache"), Path::new("/nonexistent/nvcc"))
+        .args(["pack", "export", "-o"])
+        .arg(&pack)
+        .args(["--kind", "cubn"])
+        .output()
+        .expect("run pack export");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a misspelt kind is refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cubn") && stderr.contains("stored") && stderr.contains("cubin"),
+        "the error names the kind and the valid ones: {stderr}"
+    );
+    assert!(!pack.exists(), "no pack is written");
+}

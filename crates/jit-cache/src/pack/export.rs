@@ -1,8 +1,10 @@
 //! Export: every chosen entry read pinned, checked against its `meta.json`, and written at
 //! aligned offsets, the index last, the header over the first block; one durable put.
 
-use super::format::{padded, Header, Index, IndexEntry, IndexFile, BLOCK, PACK_FORMAT};
-use super::{ExportReport, PackFilter};
+use super::format::{
+    padded, Header, Index, IndexEntry, IndexFile, PackEntryKind, BLOCK, PACK_FORMAT,
+};
+use super::{ExportReport, PackFilter, PackKind};
 use crate::cache::Cache;
 use crate::entry::{Meta, META_FILE};
 use crate::error::Result;
@@ -95,7 +97,7 @@ fn read_entry(dir: &Path, filter: &PackFilter) -> std::result::Result<Option<Rea
         let meta: StoredMeta = serde_json::from_slice(&meta_json)
             .map_err(|e| format!("{META_FILE} is corrupt: {e}"))?;
         let name = format!("{}/{}", meta.namespace, meta.key);
-        if !filter.takes(&name, "stored", &[]) {
+        if !filter.takes(&name, PackKind::Stored, &[]) {
             return Ok(None);
         }
         let listed: Vec<(String, u64, Digest)> = meta
@@ -103,7 +105,7 @@ fn read_entry(dir: &Path, filter: &PackFilter) -> std::result::Result<Option<Rea
             .iter()
             .map(|f| (f.name.clone(), f.size, f.digest))
             .collect();
-        (described("stored", name, key, variant), listed)
+        (described(PackEntryKind::Stored, name, key, variant), listed)
     } else {
         let meta: Meta = serde_json::from_slice(&meta_json)
             .map_err(|e| format!("{META_FILE} is corrupt: {e}"))?;
@@ -113,10 +115,10 @@ fn read_entry(dir: &Path, filter: &PackFilter) -> std::result::Result<Option<Rea
             .and_then(|c| c.value.as_deref())
             .and_then(|v| serde_json::from_str(v).ok())
             .unwrap_or_default();
-        if !filter.takes(&meta.name, meta.kind.name(), &arches) {
+        if !filter.takes(&meta.name, PackKind::Kernel(meta.kind), &arches) {
             return Ok(None);
         }
-        let mut entry = described("kernel", meta.name.clone(), key, variant);
+        let mut entry = described(PackEntryKind::Kernel, meta.name.clone(), key, variant);
         entry.output = Some(meta.kind.name().to_string());
         entry.arches = arches;
         entry.toolchain = Some(toolchain_of(&meta));
@@ -184,9 +186,9 @@ fn changed(dir: &Path) -> std::io::Error {
     ))
 }
 
-fn described(kind: &str, name: String, key: String, variant: String) -> IndexEntry {
+fn described(kind: PackEntryKind, name: String, key: String, variant: String) -> IndexEntry {
     IndexEntry {
-        kind: kind.to_string(),
+        kind,
         name,
         key,
         variant,

@@ -165,12 +165,31 @@ pub(crate) struct Index {
     pub(crate) entries: Vec<IndexEntry>,
 }
 
+/// What an entry of a pack is: a kernel of the nvcc front end or an entry of the keyed store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PackEntryKind {
+    /// A kernel (`meta.json` of kind `kernel`).
+    Kernel,
+    /// An entry of [`crate::store`].
+    Stored,
+}
+
+impl PackEntryKind {
+    /// `kernel` or `stored`, as the index and `pack ls` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PackEntryKind::Kernel => "kernel",
+            PackEntryKind::Stored => "stored",
+        }
+    }
+}
+
 /// One entry of a pack. Its `meta.json` is one of its files (verified like the others); the
 /// fields beside it say what `pack ls` shows without reading the data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct IndexEntry {
-    /// `kernel` or `stored`.
-    pub(crate) kind: String,
+    pub(crate) kind: PackEntryKind,
     /// The kernel's name, or `namespace/key` of a stored entry.
     pub(crate) name: String,
     /// The key directory's name (hex digest).
@@ -205,7 +224,10 @@ impl IndexEntry {
     pub(crate) fn label(&self) -> String {
         format!(
             "{} {} ({}/{})",
-            self.kind, self.name, self.key, self.variant
+            self.kind.name(),
+            self.name,
+            self.key,
+            self.variant
         )
     }
 
@@ -244,8 +266,8 @@ impl Index {
         }
         let mut next = BLOCK;
         for entry in &index.entries {
-            if entry.files.is_empty() || !matches!(entry.kind.as_str(), "kernel" | "stored") {
-                return Err(Damage::in_entry(at, entry, "an entry of no known kind"));
+            if entry.files.is_empty() {
+                return Err(Damage::in_entry(at, entry, "an entry without files"));
             }
             for file in &entry.files {
                 let plain = !file.name.is_empty()

@@ -8,7 +8,9 @@
 //! trees are renamed with one `durable_fs::StagingBatch` (two flushes), then each passes the
 //! second half, the slot records going into one `durable_fs::Batch` (two more).
 
-use super::format::{check_entry, check_zeros, Damage, Header, Index, IndexEntry, BLOCK};
+use super::format::{
+    check_entry, check_zeros, Damage, Header, Index, IndexEntry, PackEntryKind, BLOCK,
+};
 use super::{refused, ImportReport};
 use crate::cache::Cache;
 use crate::entry::{variant_of, Meta, META_FILE};
@@ -189,7 +191,7 @@ fn classify<'a>(
         if meta.format != STORE_FORMAT {
             return Ok(Err(format!("stored entry format {}", meta.format)));
         }
-        let whole = entry.kind == "stored"
+        let whole = entry.kind == PackEntryKind::Stored
             && meta.digest.to_hex() == entry.key
             && entry.variant == variant_dir_name(&crate::store::stored_variant())
             && files.len() == meta.files.len() + 1
@@ -213,7 +215,7 @@ fn classify<'a>(
         )));
     }
     let artifact = find(&meta.artifact_file);
-    let whole = entry.kind == "kernel"
+    let whole = entry.kind == PackEntryKind::Kernel
         && meta.key.to_hex() == entry.key
         && variant_dir_name(&meta.variant) == entry.variant
         && variant_of(&meta.inputs()) == meta.variant

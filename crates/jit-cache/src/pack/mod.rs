@@ -32,6 +32,8 @@ mod export;
 mod format;
 mod import;
 
+pub use format::PackEntryKind;
+
 use crate::cache::Cache;
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -46,8 +48,28 @@ pub struct PackFilter {
     /// Kernels built for at least one of these arches (`sm_90`); stored entries never match a
     /// non-empty list.
     pub arches: Vec<String>,
-    /// Kinds to take: `cubin`, `ptx`, `fatbin`, `stored`; empty: every kind.
-    pub kinds: Vec<String>,
+    /// Kinds to take; empty: every kind.
+    pub kinds: Vec<PackKind>,
+}
+
+/// A kind of entry [`PackFilter`] takes: kernels of one output kind, or stored entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackKind {
+    /// Kernels whose output is this kind.
+    Kernel(nvcc::OutputKind),
+    /// Entries of the keyed store ([`crate::store`]).
+    Stored,
+}
+
+impl PackKind {
+    /// The kind named `stored` or by [`nvcc::OutputKind::name`] (`cubin`, `ptx`, `fatbin`,
+    /// `object`, `shared-library`); `None` for any other name.
+    pub fn from_name(name: &str) -> Option<PackKind> {
+        match name {
+            "stored" => Some(PackKind::Stored),
+            other => nvcc::OutputKind::from_name(other).map(PackKind::Kernel),
+        }
+    }
 }
 
 impl PackFilter {
@@ -64,14 +86,16 @@ impl PackFilter {
     }
 
     /// Also entries of kind `kind`.
-    pub fn kind(mut self, kind: impl Into<String>) -> Self {
-        self.kinds.push(kind.into());
+    pub fn kind(mut self, kind: PackKind) -> Self {
+        self.kinds.push(kind);
         self
     }
 
-    fn takes(&self, name: &str, kind: &str, arches: &[String]) -> bool {
-        self.name.as_deref().is_none_or(|g| glob_matches(g, name))
-            && (self.kinds.is_empty() || self.kinds.iter().any(|k| k == kind))
+    fn takes(&self, name: &str, kind: PackKind, arches: &[String]) -> bool {
+        self.name
+            .as_deref()
+            .is_none_or(|g| fingerprint::glob_match(g.as_bytes(), name.as_bytes()))
+            && (self.kinds.is_empty() || self.kinds.contains(&kind))
             && (self.arches.is_empty() || self.arches.iter().any(|a| arches.contains(a)))
     }
 }
@@ -111,8 +135,8 @@ pub struct ImportReport {
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct PackEntry {
-    /// `kernel` or `stored`.
-    pub kind: String,
+    /// A kernel or a stored entry.
+    pub kind: PackEntryKind,
     /// The kernel's name, or `namespace/key`.
     pub name: String,
     /// The key directory's name.
@@ -178,44 +202,5 @@ fn refused(path: &Path, damage: format::Damage) -> Error {
         offset: damage.offset,
         entry: damage.entry,
         reason: damage.reason,
-    }
-}
-
-/// A shell-style glob: `*` any run of characters, `?` one character.
-fn glob_matches(glob: &str, text: &str) -> bool {
-    let (g, t): (Vec<char>, Vec<char>) = (glob.chars().collect(), text.chars().collect());
-    let (mut gi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if gi < g.len() && (g[gi] == '?' || g[gi] == t[ti]) {
-            gi += 1;
-            ti += 1;
-        } else if gi < g.len() && g[gi] == '*' {
-            star = Some((gi, ti));
-            gi += 1;
-        } else if let Some((sg, st)) = star {
-            gi = sg + 1;
-            ti = st + 1;
-            star = Some((sg, st + 1));
-        } else {
-            return false;
-        }
-    }
-    g[gi..].iter().all(|c| *c == '*')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_matches;
-
-    #[test]
-    fn globs_match_as_a_shell_does() {
-        assert!(glob_matches("gemm_*", "gemm_fp16"));
-        assert!(glob_matches("*", ""));
-        assert!(glob_matches("a?c", "abc"));
-        assert!(glob_matches("*_fp16*", "gemm_fp16_v2"));
-        assert!(!glob_matches("gemm_*", "attn_fp16"));
-        assert!(!glob_matches("a?c", "ac"));
-        assert!(glob_matches("triton/*", "triton/abc"));
     }
 }

@@ -5,7 +5,9 @@
 
 use crate::support::{kernel_text, open_cache};
 use jit_cache::store::{Claim, Namespace, Store};
-use jit_cache::{Cache, Error, KernelSpec, Outcome, PackFilter};
+use jit_cache::{
+    Cache, Error, KernelSpec, Outcome, OutputKind, PackEntryKind, PackFilter, PackKind,
+};
 use std::path::Path;
 use std::time::Duration;
 
@@ -84,7 +86,7 @@ fn stored_entries_round_trip_and_the_same_entries_give_the_same_bytes() {
     assert_eq!(listed.len(), 3);
     assert!(listed
         .iter()
-        .all(|e| e.kind == "stored" && e.name.starts_with("triton/")));
+        .all(|e| e.kind == PackEntryKind::Stored && e.name.starts_with("triton/")));
 
     let b = Cache::open(dir.path().join("b")).expect("open b");
     let imported = b.import_pack(&one).expect("import");
@@ -132,7 +134,7 @@ fn stored_entries_round_trip_and_the_same_entries_give_the_same_bytes() {
     let none = a
         .export_pack(
             dir.path().join("none.pack"),
-            &PackFilter::default().kind("cubin"),
+            &PackFilter::default().kind(PackKind::Kernel(OutputKind::Cubin)),
         )
         .expect("export no kernels");
     assert_eq!(none.entries, 0, "the kind chooses");
