@@ -269,6 +269,18 @@ impl Index {
             if entry.files.is_empty() {
                 return Err(Damage::in_entry(at, entry, "an entry without files"));
             }
+            // Names strictly ascending, as export writes them: a name given twice would be
+            // checked as one file and written from the other.
+            if let Some(pair) = entry.files.windows(2).find(|w| w[0].name >= w[1].name) {
+                return Err(Damage::in_entry(
+                    at,
+                    entry,
+                    format!(
+                        "files `{}` and `{}` are out of order or named twice",
+                        pair[0].name, pair[1].name
+                    ),
+                ));
+            }
             for file in &entry.files {
                 let plain = !file.name.is_empty()
                     && !file.name.starts_with('.')
@@ -340,5 +352,61 @@ pub(crate) fn check_zeros(from: u64, bytes: &[u8], what: &str) -> Result<(), Dam
     match bytes.iter().position(|b| *b != 0) {
         None => Ok(()),
         Some(i) => Err(Damage::at(from + i as u64, format!("{what} is not zero"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An index of one entry with files of one byte each, one block apart, and its header.
+    fn decoded(names: &[&str]) -> Result<Index, Damage> {
+        let files = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| IndexFile {
+                name: name.to_string(),
+                offset: BLOCK * (1 + i as u64),
+                size: 1,
+                blake3: Digest::of_bytes(b"x"),
+            })
+            .collect();
+        let index = Index {
+            format: PACK_FORMAT,
+            entries: vec![IndexEntry {
+                kind: PackEntryKind::Kernel,
+                name: "k".into(),
+                key: "0".repeat(64),
+                variant: "v".into(),
+                output: None,
+                arches: Vec::new(),
+                toolchain: None,
+                headers: Vec::new(),
+                files,
+            }],
+        };
+        let bytes = index.encode();
+        let index_offset = BLOCK * (1 + names.len() as u64);
+        let header = Header {
+            index_offset,
+            index_len: bytes.len() as u64,
+            file_len: index_offset + padded(bytes.len() as u64),
+            index_digest: Digest::of_bytes(&bytes),
+        };
+        Index::decode(&bytes, &header)
+    }
+
+    #[test]
+    fn an_entry_naming_one_file_twice_is_refused() {
+        // Checked against the first, written from the second: the published file would not be
+        // the one `meta.json` describes.
+        assert!(decoded(&["kernel.cubin", "meta.json"]).is_ok());
+        let refused = decoded(&["kernel.cubin", "kernel.cubin", "meta.json"])
+            .expect_err("a file named twice is refused");
+        assert!(
+            refused.reason.contains("kernel.cubin"),
+            "the file is named: {}",
+            refused.reason
+        );
     }
 }

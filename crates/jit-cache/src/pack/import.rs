@@ -184,7 +184,15 @@ fn classify<'a>(
         .find(|(n, _)| *n == META_FILE)
         .map(|(_, b)| *b)
         .ok_or_else(|| bad("the entry has no meta.json"))?;
-    let find = |name: &str| files.iter().find(|(n, _)| *n == name).map(|(_, b)| *b);
+    // Each file's size and digest as the index gives them: `check_entry` proved its bytes hash
+    // to that digest, so `meta.json` is compared with it rather than hashing the bytes again.
+    let recorded = |name: &str| {
+        entry
+            .files
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| (f.size, f.blake3))
+    };
     if is_stored_meta(meta_json) {
         let meta: StoredMeta =
             serde_json::from_slice(meta_json).map_err(|e| bad(&format!("meta.json: {e}")))?;
@@ -195,11 +203,10 @@ fn classify<'a>(
             && meta.digest.to_hex() == entry.key
             && entry.variant == variant_dir_name(&crate::store::stored_variant())
             && files.len() == meta.files.len() + 1
-            && meta.files.iter().all(|f| {
-                find(&f.name).is_some_and(|b| {
-                    b.len() as u64 == f.size && fingerprint::Digest::of_bytes(b) == f.digest
-                })
-            });
+            && meta
+                .files
+                .iter()
+                .all(|f| recorded(&f.name) == Some((f.size, f.digest)));
         if !whole {
             return Err(bad("meta.json does not describe the entry's files"));
         }
@@ -214,17 +221,13 @@ fn classify<'a>(
             crate::key::CACHE_FORMAT
         )));
     }
-    let artifact = find(&meta.artifact_file);
     let whole = entry.kind == PackEntryKind::Kernel
         && meta.key.to_hex() == entry.key
         && variant_dir_name(&meta.variant) == entry.variant
         && variant_of(&meta.inputs()) == meta.variant
         && crate::pin::is_plain_name(&meta.artifact_file)
         && meta.artifact_file == crate::entry::artifact_file_name(meta.kind)
-        && artifact.is_some_and(|b| {
-            b.len() as u64 == meta.artifact_size
-                && fingerprint::Digest::of_bytes(b) == meta.artifact_digest
-        })
+        && recorded(&meta.artifact_file) == Some((meta.artifact_size, meta.artifact_digest))
         // A kernel entry holds its artifact, its compiler record and `meta.json`, nothing else.
         && files.iter().all(|(n, _)| {
             [META_FILE, meta.artifact_file.as_str(), crate::compiler_record::RECORD_FILE]
