@@ -111,7 +111,7 @@ pub fn exchange(a: impl AsRef<Path>, b: impl AsRef<Path>) -> Result<()> {
     }
 }
 
-fn fsync_parents(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn fsync_parents(from: &Path, to: &Path) -> Result<()> {
     let (pf, pt) = (sys::parent_of(from), sys::parent_of(to));
     sys::fsync_dir_path(&pt)?;
     if pf != pt {

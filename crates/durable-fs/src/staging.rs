@@ -100,22 +100,11 @@ impl StagingDir {
     pub fn commit_noreplace(mut self, target: impl AsRef<Path>) -> Result<PublishOutcome> {
         let target = target.as_ref();
         fsync_tree(&self.path)?;
-        self.claim()?;
-        let published = rename_noreplace(&self.path, target);
-        match published {
-            Ok(PublishOutcome::Published) => {
-                self.done = true;
-                Ok(PublishOutcome::Published)
-            }
-            Ok(PublishOutcome::AlreadyExisted) => {
-                self.ticket.abort_publish();
-                Ok(PublishOutcome::AlreadyExisted)
-            }
-            Err(e) => {
-                self.ticket.abort_publish();
-                Err(e)
-            }
+        let outcome = self.rename_unflushed(target)?;
+        if outcome == PublishOutcome::Published {
+            crate::rename::fsync_parents(&self.path, target)?;
         }
+        Ok(outcome)
     }
 
     /// fsyncs the tree, then makes it the directory at `target`, replacing what is there.
