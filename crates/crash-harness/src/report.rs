@@ -58,6 +58,16 @@ pub struct CheckReport {
     /// violations (a stuck key is the checker's finding).
     #[serde(default)]
     pub store_busy: usize,
+    /// Imports of the workload's pack the checker made (one per pass, after the sweep, with
+    /// every worker dead).
+    #[serde(default)]
+    pub imports: usize,
+    /// Entries those imports published.
+    #[serde(default)]
+    pub imported: usize,
+    /// What blocked or spoiled the checker's import: an error, or an entry skipped.
+    #[serde(default)]
+    pub import_failures: Vec<String>,
     /// The event log's rules (overlapping holders, double compiles).
     pub trace: TraceFindings,
 }
@@ -76,6 +86,7 @@ impl CheckReport {
             tagged("partial entry", &self.partial),
             tagged("torn stored entry", &self.stored_torn),
             tagged("stuck stored key", &self.stored_stuck),
+            tagged("import failed", &self.import_failures),
             tagged("stuck lock", &self.stuck_locks),
             tagged("lock file replaced", &self.lock_files_replaced),
             tagged("leftover after sweep", &self.leftovers_after_sweep),

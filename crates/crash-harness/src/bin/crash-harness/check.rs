@@ -4,7 +4,8 @@
 //! Order: locks (each can be taken at once; none vanished or changed inode since the last
 //! pass), entries (meta, artifact and the compiler's bytes agree), puts and staged directories
 //! against the ledger, then the sweep (leftovers aged past `SWEEP_MIN_AGE` first, so nothing
-//! waits) and what it left, then recovery (every kernel is hit or rebuilt with the right bytes),
+//! waits) and what it left, then recovery (the workload's pack imports; every stored key and
+//! every kernel is hit or rebuilt with the right bytes),
 //! and last the event log's rules, which then include the recovery's own locks and compiles.
 
 use crate::setup::{age, keys, spec, RunDir};
@@ -64,6 +65,7 @@ pub fn check(run: &RunDir, kernels: usize, store_keys: usize, cold: bool) -> Res
     // On the first pass the root is empty; building there would only warm it for the workers.
     let kernels = if cold { 0 } else { kernels };
     if !cold {
+        import_pack(run, &cache, &mut report);
         check_store_keys(&cache, store_keys, &mut report)?;
     }
     for i in 0..kernels {
@@ -307,6 +309,27 @@ fn check_stored_entry(dir: &Path, key_dir: &str, report: &mut CheckReport) {
 /// No stored key is stuck: with every worker dead, `begin` with a short wait on each key
 /// answers `Ready` (then the entry is the producer's, byte for byte) or `Produce` (then this
 /// pass produces it, so a later pass finds it ready), never `Busy` or an error.
+/// Imports the workload's pack (when the run made one): whatever the killed workers left, an
+/// import must succeed and skip nothing, and what it publishes is then read back by the
+/// recovery's builds and `begin`s below, byte for byte.
+fn import_pack(run: &RunDir, cache: &jit_cache::Cache, report: &mut CheckReport) {
+    if !run.pack.exists() {
+        return;
+    }
+    report.imports += 1;
+    match cache.import_pack(&run.pack) {
+        Ok(import) => {
+            report.imported += import.imported;
+            for (entry, why) in import.skipped {
+                report
+                    .import_failures
+                    .push(format!("skipped {entry}: {why}"));
+            }
+        }
+        Err(e) => report.import_failures.push(e.to_string()),
+    }
+}
+
 fn check_store_keys(
     cache: &jit_cache::Cache,
     store_keys: usize,

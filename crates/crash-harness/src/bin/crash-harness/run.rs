@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 /// The points a launch can be armed with: jit-cache's, then the worker's own.
-const POINTS: [(&str, bool); 15] = [
+const POINTS: [(&str, bool); 19] = [
     ("locked", true),
     ("compiling", true),
     ("writing-meta", true),
@@ -24,6 +24,10 @@ const POINTS: [(&str, bool); 15] = [
     ("store-writing-meta", true),
     ("store-publishing", true),
     ("store-published", true),
+    ("import-locked", true),
+    ("import-staging", true),
+    ("import-publishing", true),
+    ("import-published", true),
     ("store-writing", false),
     ("put-writing", false),
     ("put-fsyncing", false),
@@ -138,6 +142,11 @@ pub struct RunReport {
     pub reproduces_after_kill: usize,
     pub reproduces_after_eviction: usize,
     pub double_produces: usize,
+    /// The checker's imports of the workload's pack, the entries they published, and what
+    /// failed (an error or a skipped entry: violations).
+    pub checker_imports: usize,
+    pub checker_imported: usize,
+    pub import_failures: usize,
     pub violations: usize,
     pub violation_samples: Vec<String>,
     pub elapsed_s: f64,
@@ -186,6 +195,9 @@ impl RunReport {
         self.swept += check.swept;
         self.leftovers_after_sweep += check.leftovers_after_sweep.len();
         self.recovery_failures += check.recovery_failures.len();
+        self.checker_imports += check.imports;
+        self.checker_imported += check.imported;
+        self.import_failures += check.import_failures.len();
         self.puts_checked += check.puts_checked;
         self.puts_bad += check.puts_bad.len();
         self.dirs_checked += check.dirs_checked;
@@ -227,6 +239,7 @@ impl RunReport {
             + self.lock_files_replaced
             + self.leftovers_after_sweep
             + self.recovery_failures
+            + self.import_failures
             + self.puts_bad
             + self.dirs_bad
             + self.worker_violations
@@ -319,6 +332,10 @@ impl RunReport {
             self.reproduces_after_kill,
             self.reproduces_after_eviction,
             self.double_produces
+        );
+        println!(
+            "the checker's imports of the workload's pack {} (entries published {}), failed {}",
+            self.checker_imports, self.checker_imported, self.import_failures
         );
         if self.hosts > 1 {
             println!(
@@ -754,6 +771,8 @@ fn run_in(
         .context("become a child subreaper")?;
     // A first pass on the empty root records the lock files' inodes and proves the checker runs.
     sup.check()?;
+    crate::setup::make_pack(&sup.run, args.kernels, args.store_keys)
+        .context("make the workload's pack")?;
     let mut workers = (0..args.workers)
         .map(|slot| sup.launch(slot))
         .collect::<Result<Vec<_>>>()?;

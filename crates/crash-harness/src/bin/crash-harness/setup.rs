@@ -28,6 +28,8 @@ pub struct RunDir {
     pub phases: PathBuf,
     /// The fake compiler's script.
     pub nvcc: PathBuf,
+    /// The workload's pack, made once per run (see [`make_pack`]), which workers import.
+    pub pack: PathBuf,
 }
 
 impl RunDir {
@@ -56,6 +58,7 @@ impl RunDir {
             ledger: root.join("logs/ledger.log"),
             phases: root.join("logs/phases"),
             nvcc: root.join("fake-cuda/bin/nvcc"),
+            pack: root.join("pack/workload.pack"),
         }
     }
 
@@ -98,6 +101,48 @@ impl RunDir {
         Cache::open_with(&self.cache, options)
             .with_context(|| format!("open cache {}", self.cache.display()))
     }
+}
+
+/// Kernels and stored entries in the workload's pack: the first few of each, enough for an
+/// import to take several locks and publish both kinds, few enough to make quickly.
+const PACK_KERNELS: usize = 6;
+const PACK_STORED: usize = 4;
+
+/// Makes the workload's pack at `run.pack`: the first kernels built and the first stored entries
+/// produced in a private root (`pack-source`, outside the cache root, so its compiles are not
+/// the workers'), then exported. Every byte in it is the workload's, so whatever the workers
+/// read of an imported entry is checked as if they had built it.
+pub fn make_pack(run: &RunDir, kernels: usize, store_keys: usize) -> Result<()> {
+    let source = run.root.join("pack-source");
+    let nvcc = nvcc::Nvcc::at(&run.nvcc)
+        .with_context(|| format!("fake nvcc at {}", run.nvcc.display()))?;
+    let cache = Cache::open_with(&source, CacheOptions::default().nvcc(nvcc))
+        .with_context(|| format!("open cache {}", source.display()))?;
+    for i in 0..kernels.min(PACK_KERNELS) {
+        cache
+            .get_or_build(&spec(i))
+            .with_context(|| format!("build kernel {i} for the pack"))?;
+    }
+    let store = cache.store()?;
+    for i in 0..store_keys.min(PACK_STORED) {
+        let key = crash_harness::store_key(i);
+        let claim = store
+            .begin(&namespace(), &key, std::time::Duration::from_secs(5))
+            .with_context(|| format!("begin {key} for the pack"))?;
+        if let jit_cache::store::Claim::Produce(producer) = claim {
+            for (name, bytes) in crash_harness::stored_files(i) {
+                producer.write(&name, &bytes)?;
+            }
+            producer.commit()?;
+        }
+    }
+    if let Some(dir) = run.pack.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    cache
+        .export_pack(&run.pack, &jit_cache::PackFilter::default())
+        .with_context(|| format!("export {}", run.pack.display()))?;
+    Ok(())
 }
 
 /// The spec of kernel `index`.
@@ -220,6 +265,11 @@ pub fn phase_class(name: &str) -> &'static str {
         "store-publishing" => "store-publishing",
         "store-published" => "store-published",
         "store-begin" | "store-checking" => "store-lookup",
+        "importing" => "import-reading",
+        "import-locked" => "import-locked",
+        "import-staging" => "import-staging",
+        "import-publishing" => "import-publishing",
+        "import-published" => "import-published",
         "writing-meta" | "put-writing" | "commit-writing" => "writing",
         "put-fsyncing" | "commit-fsyncing" => "fsyncing",
         "publishing" => "publishing",
@@ -236,8 +286,10 @@ pub fn phase_class(name: &str) -> &'static str {
 
 /// The phases every run must kill in; a run that misses one fails. The `store-` ones are a
 /// stored entry's producer (`jit_cache::store`): holding the key, between two of its files, writing
-/// `meta.json`, renaming, and just after.
-pub const REQUIRED_PHASES: [&str; 10] = [
+/// `meta.json`, renaming, and just after. The `import-` ones are a pack's importer
+/// (`Cache::import_pack`): holding a chunk's locks, writing an entry's staged tree, renaming the
+/// chunk's trees, and writing their records after.
+pub const REQUIRED_PHASES: [&str; 14] = [
     "compiling",
     "writing",
     "fsyncing",
@@ -248,6 +300,10 @@ pub const REQUIRED_PHASES: [&str; 10] = [
     "store-writing-meta",
     "store-publishing",
     "store-published",
+    "import-locked",
+    "import-staging",
+    "import-publishing",
+    "import-published",
 ];
 
 /// Sets an old mtime on `path` (without following symlinks), so the sweep's age rule is met

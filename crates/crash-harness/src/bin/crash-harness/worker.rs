@@ -1,6 +1,7 @@
 //! One worker: a mixed workload against the shared cache root until it is killed.
 //!
-//! Builds (45%), stored entries produced through `jit_cache::store`'s begin/write/commit (12%),
+//! Builds (41%), imports of the workload's pack (4%), stored entries produced through
+//! `jit_cache::store`'s begin/write/commit (12%),
 //! durable puts (13%), staged directory commits (10%), `gc` (12%) and `verify` (8%) in an order
 //! drawn from the seed; in a multi-host run `gc` takes 18% and `verify` 2%, since under the
 //! shared protocol a verify refreshes every entry's last-use stamp, which pins it for the grace
@@ -56,6 +57,7 @@ const STORE_STEP: std::time::Duration = std::time::Duration::from_millis(3);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Build,
+    Import,
     Store,
     Put,
     Commit,
@@ -68,7 +70,8 @@ impl Op {
     fn drawn(draw: u64, multi_host: bool) -> Op {
         let gc_end = if multi_host { 98 } else { 92 };
         match draw {
-            0..45 => Op::Build,
+            0..41 => Op::Build,
+            41..45 => Op::Import,
             45..57 => Op::Store,
             57..70 => Op::Put,
             70..80 => Op::Commit,
@@ -83,6 +86,7 @@ impl Op {
             "locked" | "compiling" | "writing-meta" | "publishing" | "published" => Op::Build,
             "evicting" => Op::Gc,
             p if p.starts_with("store-") => Op::Store,
+            p if p.starts_with("import-") => Op::Import,
             p if p.starts_with("put-") => Op::Put,
             p if p.starts_with("commit-") => Op::Commit,
             _ => return None,
@@ -187,6 +191,7 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
                 )
                 .map(|artifact| (artifact, std::time::Instant::now()));
             }
+            Op::Import => import(&worker, &cache),
             Op::Store if args.store_keys > 0 => store_op(
                 &worker,
                 &store,
@@ -268,6 +273,24 @@ fn build(
             worker.ledger("op-error", &format!("build {}: {e}", kernel_name(index)));
             None
         }
+    }
+}
+
+/// Imports the workload's pack. Its entries are the workload's own bytes, made with this run's
+/// compiler, so the import must succeed and skip nothing: what it publishes is then read by the
+/// builds and stored-entry checks of every worker and checked by the checker like any entry.
+fn import(worker: &Worker, cache: &jit_cache::Cache) {
+    worker.phase("importing");
+    match cache.import_pack(&worker.run.pack) {
+        Ok(report) => {
+            for (entry, why) in &report.skipped {
+                worker.ledger(
+                    "op-error",
+                    &format!("import skipped {entry} of the workload's pack: {why}"),
+                );
+            }
+        }
+        Err(e) => worker.ledger("op-error", &format!("import: {e}")),
     }
 }
 
