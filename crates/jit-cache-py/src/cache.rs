@@ -205,7 +205,7 @@ fn defines(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, Option<Str
 }
 
 /// Reads a list of strings, refusing a lone string (which would be taken letter by letter).
-fn strings(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+pub(crate) fn strings(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     match value {
         None => Ok(Vec::new()),
         Some(v) if v.is_instance_of::<PyString>() => Ok(vec![v.extract()?]),
@@ -404,7 +404,10 @@ impl Answer {
 }
 
 /// A JSON-serialisable report as a Python dict (through `json.loads`: one codec for all).
-fn to_dict<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_dict<'py>(
+    py: Python<'py>,
+    value: &impl serde::Serialize,
+) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value)
         .map_err(|e| PyRuntimeError::new_err(format!("jit_cache: encode a report: {e}")))?;
     py.import("json")?.getattr("loads")?.call1((text,))
@@ -649,6 +652,31 @@ impl Cache {
             Ok(report) => to_dict(py, &report),
             Err(e) => Err(errors::cache(py, &e)),
         }
+    }
+
+    /// Writes the entries taken into a pack at `path` (replaced durably if it exists): all of
+    /// them by default, or those whose name matches the glob `name`, built for one of `arch`
+    /// (`"sm_90"` or a list), of one of `kind` (`"cubin"`, ..., `"stored"`). Damaged entries
+    /// are left out and listed. Returns the report as a dict.
+    #[pyo3(signature = (path, *, name=None, arch=None, kind=None))]
+    fn export_pack<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        name: Option<String>,
+        arch: Option<&Bound<'py, PyAny>>,
+        kind: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let filter = crate::pack::filter(name, arch, kind)?;
+        crate::pack::export(py, self.handle(py)?, path, filter)
+    }
+
+    /// Imports the pack at `path`: every entry is verified and matched against this host
+    /// before it is published, never replacing one; entries from another toolchain or header
+    /// set are skipped and listed. Raises `PackError` (with `offset` and `entry`) for a damaged
+    /// pack. Returns the report as a dict.
+    fn import_pack<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+        crate::pack::import(py, self.handle(py)?, path)
     }
 
     /// Saves this process's counts and stat cache now (as dropping the handle does).

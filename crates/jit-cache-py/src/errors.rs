@@ -1,7 +1,8 @@
 //! The library's errors as Python exceptions: `OSError` subclasses for filesystem operations
 //! (chosen by errno, as `OSError(errno, ...)` chooses), `jit_cache.CompileError` with the
 //! compiler's diagnostics, `jit_cache.BusyError` when a stored entry's producer is still at
-//! work after the wait, `jit_cache.CacheError` for everything else the cache reports.
+//! work after the wait, `jit_cache.PackError` for a damaged pack, `jit_cache.CacheError` for
+//! everything else the cache reports.
 //!
 //! The exception classes are defined in Python (`jit_cache/_errors.py`) so that they are plain
 //! classes with documented attributes; this module only fills them.
@@ -133,6 +134,7 @@ fn build_cache_error(py: Python<'_>, error: &jit_cache::Error) -> PyResult<PyErr
             "InvalidSpecError"
         }
         jit_cache::Error::Busy { .. } => "BusyError",
+        jit_cache::Error::Pack { .. } => "PackError",
         _ => "CacheError",
     };
     let mut inner = error;
@@ -159,6 +161,17 @@ fn build_cache_error(py: Python<'_>, error: &jit_cache::Error) -> PyResult<PyErr
             attributes.set_item("operation", "wait for the producer of a stored entry")?;
             attributes.set_item("path", lock.to_string_lossy().into_owned())?;
             attributes.set_item("errno", libc::ETIMEDOUT)?;
+        }
+        jit_cache::Error::Pack {
+            path,
+            offset,
+            entry,
+            ..
+        } => {
+            attributes.set_item("operation", "read pack")?;
+            attributes.set_item("path", path.to_string_lossy().into_owned())?;
+            attributes.set_item("offset", *offset)?;
+            attributes.set_item("entry", entry.clone())?;
         }
         jit_cache::Error::UnsafeRoot { path, .. } => {
             attributes.set_item("operation", "open cache root")?;

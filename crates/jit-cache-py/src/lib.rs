@@ -27,6 +27,7 @@ mod cache;
 mod durable;
 mod errors;
 mod fingerprint;
+mod pack;
 mod process;
 mod store;
 
@@ -40,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cache::Cache>()?;
     m.add_class::<cache::Answer>()?;
     m.add_class::<cache::Source>()?;
+    m.add_function(wrap_pyfunction!(pack::list_pack, m)?)?;
     m.add_class::<store::Store>()?;
     m.add_class::<store::StoredEntry>()?;
     m.add_class::<store::Producer>()?;

@@ -42,8 +42,16 @@ binary, no Python start per call): ``FLASHINFER_NVCC_LAUNCHER=jit-cache``,
 from __future__ import annotations
 
 from . import durable, fingerprint
-from ._errors import BusyError, CacheError, CompileError, Diagnostic, Error, InvalidSpecError
-from ._native import Answer, Cache, Producer, Source, Store, StoredEntry, __version__
+from ._errors import (
+    BusyError,
+    CacheError,
+    CompileError,
+    Diagnostic,
+    Error,
+    InvalidSpecError,
+    PackError,
+)
+from ._native import Answer, Cache, Producer, Source, Store, StoredEntry, __version__, list_pack
 
 __all__ = [
     "Answer",
@@ -54,6 +62,7 @@ __all__ = [
     "Diagnostic",
     "Error",
     "InvalidSpecError",
+    "PackError",
     "Producer",
     "Source",
     "Store",
@@ -62,6 +71,7 @@ __all__ = [
     "durable",
     "fingerprint",
     "launcher_path",
+    "list_pack",
 ]
 
 

@@ -35,6 +35,26 @@ class BusyError(CacheError, TimeoutError):
     wait ran out: produce the bytes without the store. ``path`` is the key's lock file."""
 
 
+class PackError(CacheError):
+    """A kernel pack is truncated or corrupt: ``offset`` is where the damage was found (bytes
+    from the start of ``path``), ``entry`` the entry it belongs to (``None`` for the header or
+    the index). No entry whose bytes are damaged was published."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int = 0,
+        entry: Optional[str] = None,
+        operation: Optional[str] = None,
+        path: Optional[str] = None,
+        errno: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, operation=operation, path=path, errno=errno)
+        self.offset = offset
+        self.entry = entry
+
+
 class InvalidSpecError(CacheError, ValueError):
     """The request is unusable: a hostile name, an option nvcc's table refuses, ..."""
 
