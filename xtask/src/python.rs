@@ -95,14 +95,28 @@ pub fn install(venv: &Path) -> Result<()> {
     )
 }
 
+/// The S3 test server the suite starts (SeaweedFS behind `jit-cache-s3`'s test server).
+pub const S3_TEST_SERVER_ENV: &str = "JIT_CACHE_S3_TEST_SERVER";
+
 /// Runs the package's pytest suite against the installed package.
 pub fn test(venv: &Path, nvcc: &Path) -> Result<()> {
     install(venv)?;
+    util::run_checked(util::cargo().args([
+        "build",
+        "-p",
+        "jit-cache-s3",
+        "--features",
+        "test-server",
+        "--example",
+        "s3_test_server",
+    ]))?;
+    let s3_server = util::target_dir().join("debug/examples/s3_test_server");
     util::run_checked(
         in_venv(venv, "python")
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
             .current_dir(package_dir())
             .env("NVCC", nvcc)
+            .env(S3_TEST_SERVER_ENV, s3_server)
             .env("FS_TESTBED_REQUIRE", "1")
             .env("XTASK_TEST", "1"),
     )

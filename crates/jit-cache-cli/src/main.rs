@@ -9,10 +9,7 @@ mod pack;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
-use jit_cache::{
-    Answer, Cache, CacheOptions, Error, GcPolicy, KernelSpec, Outcome, RemoteMode, RemotePolicy,
-    RootMode,
-};
+use jit_cache::{Answer, Cache, CacheOptions, Error, GcPolicy, KernelSpec, Outcome, RootMode};
 use out::say;
 use serde_json::json;
 use std::io::IsTerminal;
@@ -68,9 +65,9 @@ fn open(cli: &Cli) -> Result<Cache, Error> {
     Cache::open_with(root, options)
 }
 
-/// The remote tier from `--remote`/`--remote-mode` over `JIT_CACHE_REMOTE*`: an `s3://` URL is
-/// the S3 tier, anything else Redis. A remote that cannot be configured is a warning, never a
-/// failed build.
+/// The remote tier from `--remote`/`--remote-mode` over `JIT_CACHE_REMOTE*` (`jit-cache-remote`
+/// chooses the tier by the URL). A remote that cannot be configured is a warning, never a failed
+/// build.
 fn remote(cli: &Cli) -> Option<jit_cache::Remote> {
     let configured = jit_cache_redis::RemoteSettings::from_env()
         .map_err(|e| e.to_string())
@@ -81,60 +78,12 @@ fn remote(cli: &Cli) -> Option<jit_cache::Remote> {
             if let Some(mode) = cli.remote_mode {
                 settings.mode = Some(mode);
             }
-            if settings
-                .url
-                .as_deref()
-                .is_some_and(|u| u.starts_with("s3://"))
-            {
-                s3_remote(settings).map_err(|e| e.to_string())
-            } else {
-                settings.into_remote().map_err(|e| e.to_string())
-            }
+            jit_cache_remote::remote(settings).map_err(|e| e.to_string())
         });
     configured.unwrap_or_else(|e| {
         eprintln!("jit-cache: warning: no remote cache: {e}");
         None
     })
-}
-
-/// The S3 tier for the shared settings (mode, timeouts, lease expiry), with its endpoint, region
-/// and credentials from the `AWS_*` variables. The Redis-only settings are refused, not ignored.
-fn s3_remote(
-    settings: jit_cache_redis::RemoteSettings,
-) -> Result<Option<jit_cache::Remote>, jit_cache_s3::Error> {
-    let (Some(url), mode) = (settings.url, settings.mode.unwrap_or(RemoteMode::ReadWrite)) else {
-        return Ok(None);
-    };
-    if mode == RemoteMode::Off {
-        return Ok(None);
-    }
-    if settings.ttl.is_some() {
-        return Err(jit_cache_s3::Error::Setting {
-            var: jit_cache_redis::REMOTE_TTL_ENV,
-            reason: "S3 objects have no expiry of their own: expire them with a lifecycle rule \
-                     on the bucket's prefix"
-                .into(),
-        });
-    }
-    if settings.namespace.is_some() {
-        return Err(jit_cache_s3::Error::Setting {
-            var: jit_cache_redis::REMOTE_NAMESPACE_ENV,
-            reason: "an S3 remote's prefix is the URL's path: s3://bucket/prefix".into(),
-        });
-    }
-    let config = jit_cache_s3::S3Config::from_env(&url)?;
-    let (connect, io) = (config.connect_timeout, config.io_timeout);
-    let config = config.timeouts(
-        settings.connect_timeout.unwrap_or(connect),
-        settings.io_timeout.unwrap_or(io),
-    );
-    let mut policy = RemotePolicy::default().mode(mode);
-    if let Some(ttl) = settings.lease_ttl {
-        policy = policy.lease_ttl(ttl);
-    }
-    Ok(Some(
-        jit_cache_s3::remote(config, mode)?.with_policy(policy),
-    ))
 }
 
 fn run(cli: &Cli) -> Result<u8, Error> {

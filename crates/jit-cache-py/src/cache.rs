@@ -113,19 +113,11 @@ impl Opening {
             options = options.nvcc(nvcc);
         }
         if let Some(url) = &self.remote {
-            if url.starts_with("s3://") {
-                return Err(OpenError::Setting(
-                    "an S3 remote is not available from Python yet: use the `jit-cache` command \
-                     (JIT_CACHE_REMOTE=s3://...) or a redis:// remote"
-                        .into(),
-                ));
-            }
             let mut settings = jit_cache_redis::RemoteSettings::from_env()
                 .map_err(|e| OpenError::Setting(e.to_string()))?;
             settings.url = Some(url.clone());
-            if let Some(remote) = settings
-                .into_remote()
-                .map_err(|e| OpenError::Setting(e.to_string()))?
+            if let Some(remote) =
+                jit_cache_remote::remote(settings).map_err(|e| OpenError::Setting(e.to_string()))?
             {
                 options = options.remote(remote);
             }
@@ -417,7 +409,8 @@ pub(crate) fn to_dict<'py>(
 impl Cache {
     /// Opens the cache at `root` (default: `$JIT_CACHE_DIR`, else `$XDG_CACHE_HOME/jit-cache`,
     /// else `~/.cache/jit-cache`). `team=True` opens a group-shared root (mode 2770);
-    /// `remote="redis://..."` shares kernels with other hosts; `nvcc` names the compiler
+    /// `remote="redis://..."` or `"s3://bucket/prefix"` (with the `AWS_*` variables) shares
+    /// kernels with other hosts; `nvcc` names the compiler
     /// (default: `NVCC`, `CUDA_HOME`, `PATH`).
     #[new]
     #[pyo3(signature = (root=None, *, team=false, remote=None, nvcc=None))]

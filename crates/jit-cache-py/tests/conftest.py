@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,47 @@ def slow_nvcc(tmp_path: Path, nvcc: str) -> str:
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     return str(wrapper)
+
+
+@pytest.fixture
+def s3_env(tmp_path: Path):
+    """A SeaweedFS S3 server of the test's own on loopback (``jit-cache-s3``'s test server,
+    which ``cargo xtask test`` builds and names in ``JIT_CACHE_S3_TEST_SERVER``): yields the
+    environment a client needs (``JIT_CACHE_REMOTE=s3://...``, ``AWS_*``); stopped after, by
+    its pid."""
+    server = os.environ.get("JIT_CACHE_S3_TEST_SERVER")
+    assert server and os.access(server, os.X_OK), (
+        "JIT_CACHE_S3_TEST_SERVER must name the S3 test server (cargo xtask test builds it: "
+        "cargo build -p jit-cache-s3 --features test-server --example s3_test_server)"
+    )
+    proc = subprocess.Popen(
+        [server, str(tmp_path / "s3")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    env = {}
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.strip()
+            if line == "ready":
+                break
+            name, _, value = line.partition("=")
+            env[name] = value
+        assert "JIT_CACHE_REMOTE" in env, f"the S3 test server did not start (exit {proc.poll()})"
+        weed = int(env.pop("WEED_PID"))
+        yield env
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if "weed" in locals():
+            try:
+                os.killpg(weed, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def require_tool(name: str) -> str:

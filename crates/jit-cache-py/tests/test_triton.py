@@ -388,6 +388,15 @@ def test_the_fleet_tier_serves_a_group_to_another_host_and_refuses_corrupt_bytes
     assert c["kernels"]["add"]["cubin_sha256"] == a["kernels"]["add"]["cubin_sha256"]
 
 
+def test_the_s3_fleet_tier_serves_a_group_to_another_host(tmp_path, s3_env):
+    a = run_worker(tmp_path / "host-a", "add", "scale", env=worker_env(tmp_path / "host-a", **s3_env))
+    assert a["compiles"] == 2
+    b = run_worker(tmp_path / "host-b", "add", "scale", env=worker_env(tmp_path / "host-b", **s3_env))
+    assert b["compiles"] == 0, f"another host's root is served from the S3 tier: {b}"
+    for kernel in ("add", "scale"):
+        assert b["kernels"][kernel]["cubin_sha256"] == a["kernels"][kernel]["cubin_sha256"]
+
+
 def test_remote_backend_serves_triton_s_remote_cache_manager(tmp_path, redis_url):
     url, _ = redis_url
     reports = []

@@ -11,7 +11,8 @@ identity cache.
 Where entries live: the root of ``JIT_CACHE_DIR`` (else ``$XDG_CACHE_HOME/jit-cache``, else
 ``~/.cache/jit-cache``), namespace ``triton``, beside the nvcc kernels: ``jit-cache stats``,
 ``gc``, ``verify`` and ``ls`` cover them. ``JIT_CACHE_TEAM=1`` opens the root group-shared (mode
-2770); ``JIT_CACHE_REMOTE=redis://...`` shares entries with other hosts (each file checked against
+2770); ``JIT_CACHE_REMOTE=redis://...`` or ``s3://bucket/prefix`` (with ``AWS_ENDPOINT_URL``,
+``AWS_REGION`` and the credentials) shares entries with other hosts (each file checked against
 its size and blake3 before it is used); ``JIT_CACHE_TRITON_WAIT`` is how long a compile waits for
 another process compiling the same kernel (seconds, default 120).
 
