@@ -98,6 +98,9 @@ pub fn install(venv: &Path) -> Result<()> {
 /// The S3 test server the suite starts (SeaweedFS behind `jit-cache-s3`'s test server).
 pub const S3_TEST_SERVER_ENV: &str = "JIT_CACHE_S3_TEST_SERVER";
 
+/// The simulated NFS hosts the suite starts (`nfs-sim`'s hosts binary).
+pub const NFS_SIM_HOSTS_ENV: &str = "JIT_CACHE_NFS_SIM_HOSTS";
+
 /// Runs the package's pytest suite against the installed package.
 pub fn test(venv: &Path, nvcc: &Path) -> Result<()> {
     install(venv)?;
@@ -110,13 +113,16 @@ pub fn test(venv: &Path, nvcc: &Path) -> Result<()> {
         "--example",
         "s3_test_server",
     ]))?;
+    util::run_checked(util::cargo().args(["build", "-p", "nfs-sim", "--bin", "nfs-sim-hosts"]))?;
     let s3_server = util::target_dir().join("debug/examples/s3_test_server");
+    let nfs_hosts = util::target_dir().join("debug/nfs-sim-hosts");
     util::run_checked(
         in_venv(venv, "python")
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
             .current_dir(package_dir())
             .env("NVCC", nvcc)
             .env(S3_TEST_SERVER_ENV, s3_server)
+            .env(NFS_SIM_HOSTS_ENV, nfs_hosts)
             .env("FS_TESTBED_REQUIRE", "1")
             .env("XTASK_TEST", "1"),
     )

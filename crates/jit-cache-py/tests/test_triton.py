@@ -397,6 +397,121 @@ def test_the_s3_fleet_tier_serves_a_group_to_another_host(tmp_path, s3_env):
         assert b["kernels"][kernel]["cubin_sha256"] == a["kernels"][kernel]["cubin_sha256"]
 
 
+class Hosts:
+    """Simulated NFS hosts sharing one export (``nfs-sim``: FUSE with NFS client semantics, each
+    host in its own mount namespace), driven through its ``nfs-sim-hosts`` binary."""
+
+    def __init__(self, proc: subprocess.Popen, root: Path, logs: Path) -> None:
+        self.proc, self.root, self.logs = proc, root, logs
+        self.next_id = 0
+        self.ended: dict = {}
+
+    def start(self, host: int, argv: list, env: dict) -> int:
+        self.next_id += 1
+        request = {
+            "id": self.next_id,
+            "host": host,
+            "argv": argv,
+            "env": {k: v for k, v in env.items() if k not in os.environ or os.environ[k] != v},
+            "stdout": str(self.logs / f"{self.next_id}.out"),
+            "stderr": str(self.logs / f"{self.next_id}.err"),
+        }
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self.next_id
+
+    def wait_ready(self, ids: list, limit: float = 300) -> None:
+        """Until each process printed ``ready`` (a bounded poll of their output files)."""
+        deadline = time.monotonic() + limit
+        for i in ids:
+            out = self.logs / f"{i}.out"
+            while not (out.exists() and out.read_text().startswith("ready")):
+                assert time.monotonic() < deadline, (self.logs / f"{i}.err").read_text()[-4000:]
+                time.sleep(0.01)
+
+    def reports(self, ids: list) -> list:
+        """Waits for each process to end and returns its JSON report (its last line)."""
+        assert self.proc.stdout is not None
+        while not all(i in self.ended for i in ids):
+            line = self.proc.stdout.readline()
+            assert line, f"nfs-sim-hosts ended ({self.proc.wait()})"
+            ended = json.loads(line)
+            self.ended[ended["id"]] = ended
+        reports = []
+        for i in ids:
+            err = (self.logs / f"{i}.err").read_text()
+            assert self.ended[i].get("code") == 0, f"process {i}: {self.ended[i]}\n{err[-4000:]}"
+            reports.append(json.loads((self.logs / f"{i}.out").read_text().strip().splitlines()[-1]))
+        return reports
+
+
+@pytest.fixture
+def nfs_hosts(tmp_path):
+    """Two simulated NFS hosts (``cargo xtask test`` builds ``nfs-sim-hosts`` and names it in
+    ``JIT_CACHE_NFS_SIM_HOSTS``; it needs root and /dev/fuse, which these machines have)."""
+    helper = os.environ.get("JIT_CACHE_NFS_SIM_HOSTS")
+    assert helper and os.access(helper, os.X_OK), (
+        "JIT_CACHE_NFS_SIM_HOSTS must name nfs-sim's hosts binary "
+        "(cargo build -p nfs-sim --bin nfs-sim-hosts)"
+    )
+    logs = tmp_path / "host-logs"
+    logs.mkdir()
+    proc = subprocess.Popen(
+        [helper, "--hosts", "2", "--actimeo", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        root = None
+        for line in proc.stdout:
+            if line.startswith("root "):
+                root = Path(line[len("root "):].strip())
+            if line.strip() == "ready":
+                break
+        assert root is not None, f"nfs-sim-hosts did not start ({proc.poll()})"
+        yield Hosts(proc, root, logs)
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_two_nfs_hosts_compile_each_kernel_once_and_serve_each_other(tmp_path, nfs_hosts):
+    # One root on the simulated export (the shared protocol: FUSE is detected as shared), two
+    # processes on each host compiling the same four kernels together.
+    root = nfs_hosts.root / "cache"
+    start = tmp_path / "start"
+    ids = []
+    for i, host in enumerate([0, 1, 0, 1]):
+        order = KERNELS[i:] + KERNELS[:i]
+        ids.append(
+            nfs_hosts.start(host, [sys.executable, WORKER, "--start-file", str(start), *order], worker_env(root))
+        )
+    nfs_hosts.wait_ready(ids)
+    start.touch()
+    reports = nfs_hosts.reports(ids)
+    compiles = sum(r["compiles"] for r in reports)
+    assert compiles == len(KERNELS), f"one compile per kernel across both hosts, counted {compiles}"
+    for name in KERNELS:
+        digests = {r["kernels"][name]["cubin_sha256"] for r in reports}
+        assert len(digests) == 1, f"every process on either host got the producer's {name} cubin"
+    # A new process on each host afterwards: every group is a hit, on the host that compiled it
+    # and on the other.
+    again = nfs_hosts.reports([nfs_hosts.start(h, [sys.executable, WORKER, *KERNELS], worker_env(root)) for h in (0, 1)])
+    assert [r["compiles"] for r in again] == [0, 0], again
+    stats = nfs_hosts.reports(
+        [nfs_hosts.start(1, [jit_cache.launcher_path(), "--cache-dir", str(root), "--json", "stats"], {})]
+    )[0]["stats"]
+    assert (stats["filesystem"], stats["protocol"]) == ("fuse", "shared"), stats
+
+
 def test_remote_backend_serves_triton_s_remote_cache_manager(tmp_path, redis_url):
     url, _ = redis_url
     reports = []
