@@ -1,6 +1,6 @@
 //! A team root used by two real users of one group, each with umask 022: what one member builds,
-//! the other hits, verifies, evicts, clears and rebuilds, with no permission error and no
-//! uncached fallback. The users are created with `useradd` for the test (it runs as root, as
+//! the other hits, verifies, evicts, clears, rebuilds and imports from the first one's pack, with
+//! no permission error and no uncached fallback. The users are created with `useradd` for the test (it runs as root, as
 //! `cargo xtask test` does); elsewhere it says why it skipped, and under `cargo xtask test`
 //! (`FS_TESTBED_REQUIRE=1`) a skip is a failure.
 
@@ -168,6 +168,29 @@ fn outcome(doc: &serde_json::Value) -> String {
         .unwrap_or_else(|| panic!("a build result: {doc}"))
 }
 
+/// Every file of every entry under `root` is 0660 (two entries of artifact, compiler record
+/// and meta at least).
+fn assert_team_entry_files(root: &Path) {
+    let mut entry_files = Vec::new();
+    let mut dirs = vec![root.join(jit_cache::FORMAT_DIR).join("entries")];
+    while let Some(dir) = dirs.pop() {
+        for item in std::fs::read_dir(&dir).expect("list entries").flatten() {
+            if item.file_type().expect("file type").is_dir() {
+                dirs.push(item.path());
+            } else {
+                entry_files.push(item.path());
+            }
+        }
+    }
+    assert!(
+        entry_files.len() >= 6,
+        "two entries of artifact, compiler record and meta: {entry_files:?}"
+    );
+    for file in &entry_files {
+        assert_eq!(mode_of(file), 0o660, "{} is 0660", file.display());
+    }
+}
+
 fn mode_of(path: &Path) -> u32 {
     std::fs::symlink_metadata(path)
         .expect("stat")
@@ -255,24 +278,12 @@ fn members_share_a_team_root() {
         "B hits the entry A built"
     );
     // Every file of an entry A published is the team's to read, whatever A's umask.
-    let mut entry_files = Vec::new();
-    let mut dirs = vec![root.join(jit_cache::FORMAT_DIR).join("entries")];
-    while let Some(dir) = dirs.pop() {
-        for item in std::fs::read_dir(&dir).expect("list entries").flatten() {
-            if item.file_type().expect("file type").is_dir() {
-                dirs.push(item.path());
-            } else {
-                entry_files.push(item.path());
-            }
-        }
-    }
-    assert!(
-        entry_files.len() >= 6,
-        "two entries of artifact, compiler record and meta: {entry_files:?}"
-    );
-    for file in &entry_files {
-        assert_eq!(mode_of(file), 0o660, "{} is 0660", file.display());
-    }
+    assert_team_entry_files(&root);
+    // A ships both entries as a pack (in A's home, readable by B), imported below.
+    let pack = home_a.join("team.pack");
+    let pack_arg = pack.to_str().expect("utf-8 path");
+    let exported = json_as(a, gid, home_a, &root, &["pack", "export", "-o", pack_arg]);
+    assert_eq!(exported["export"]["entries"], 2, "{exported}");
     // B verifies A's entries, then evicts them: moving another member's entry aside and
     // removing it from the trash needs the group's write permission on it.
     let verified = json_as(b, gid, home_b, &root, &["verify"]);
@@ -308,6 +319,18 @@ fn members_share_a_team_root() {
         stats["stats"]["trash"], 0,
         "B's clear emptied the trash: {stats}"
     );
+    // B imports A's pack into the cleared root: A hits both entries, and their files are the
+    // team's whoever imported them.
+    let imported = json_as(b, gid, home_b, &root, &["pack", "import", pack_arg]);
+    assert_eq!(imported["import"]["imported"], 2, "{imported}");
+    for k in [k0, k1] {
+        assert_eq!(
+            outcome(&json_as(a, gid, home_a, &root, &["build", k])),
+            "hit",
+            "A hits the entry B imported"
+        );
+    }
+    assert_team_entry_files(&root);
 
     // Whatever the umask, the group can write every directory and lock file.
     let v1 = root.join(jit_cache::FORMAT_DIR);
