@@ -11,12 +11,49 @@
 //!
 //! The first two build `crash-harness` (release) and run its `run` or `race` command with the
 //! remaining arguments; `--power-loss` builds and runs `powercut-fs`'s `power-loss-test`.
+//! `cargo xtask test` runs the same commands on the debug binaries its test step already built
+//! ([`Build::Tests`]): a release build of both harnesses would cost it minutes for runs of
+//! seconds.
 
 use crate::util::{cargo, run_checked, target_dir};
 use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
 use std::process::Command;
 
+/// Which build of the harnesses a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    /// Release binaries (`cargo xtask crash-test`: long runs go faster).
+    Release,
+    /// The debug binaries of the test step: `selection` is its package and feature selection,
+    /// so that Cargo finds them built and fresh.
+    Tests,
+}
+
+/// Builds `binary` of `package` as `build` says and returns its path.
+fn built(build: Build, package: &str, binary: &str) -> Result<PathBuf> {
+    match build {
+        Build::Release => {
+            run_checked(cargo().args(["build", "--release", "-p", package, "--bin", binary]))?;
+            Ok(target_dir().join("release").join(binary))
+        }
+        Build::Tests => {
+            run_checked(
+                cargo()
+                    .args(["build"])
+                    .args(crate::test::workspace_selection())
+                    .args(["--bin", binary]),
+            )?;
+            Ok(target_dir().join("debug").join(binary))
+        }
+    }
+}
+
 pub fn run(args: &[String]) -> Result<()> {
+    run_with(args, Build::Release)
+}
+
+pub fn run_with(args: &[String], build: Build) -> Result<()> {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{}", usage());
         return Ok(());
@@ -28,10 +65,9 @@ pub fn run(args: &[String]) -> Result<()> {
         .cloned()
         .collect();
     if has("--power-loss") {
-        return power_loss(&rest);
+        return power_loss(&rest, build);
     }
-    run_checked(cargo().args(["build", "--release", "-p", "crash-harness"]))?;
-    let harness = target_dir().join("release/crash-harness");
+    let harness = built(build, "crash-harness", "crash-harness")?;
     let command = if has("--race") { "race" } else { "run" };
     let status = Command::new(&harness)
         .arg(command)
@@ -44,30 +80,9 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn power_loss(args: &[String]) -> Result<()> {
-    let manifest =
-        crate::util::workspace_root().join("crates/powercut-fs/src/bin/power-loss-test.rs");
-    if !manifest.is_file() {
-        bail!("--power-loss needs crates/powercut-fs's power-loss-test binary, which is not in this checkout yet");
-    }
-    let built = cargo()
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "powercut-fs",
-            "--bin",
-            "power-loss-test",
-        ])
-        .status();
-    match built {
-        Ok(status) if status.success() => {}
-        Ok(status) => {
-            bail!("--power-loss: powercut-fs's power-loss-test does not build yet ({status})")
-        }
-        Err(e) => bail!("--power-loss: cannot run cargo to build powercut-fs: {e}"),
-    }
-    let binary = target_dir().join("release/power-loss-test");
+fn power_loss(args: &[String], build: Build) -> Result<()> {
+    let binary = built(build, "powercut-fs", "power-loss-test")
+        .context("--power-loss: build powercut-fs's power-loss-test")?;
     let status = Command::new(&binary)
         .args(args)
         .status()

@@ -104,16 +104,13 @@ pub const NFS_SIM_HOSTS_ENV: &str = "JIT_CACHE_NFS_SIM_HOSTS";
 /// Runs the package's pytest suite against the installed package.
 pub fn test(venv: &Path, nvcc: &Path) -> Result<()> {
     install(venv)?;
-    util::run_checked(util::cargo().args([
-        "build",
-        "-p",
-        "jit-cache-s3",
-        "--features",
-        "test-server",
-        "--example",
-        "s3_test_server",
-    ]))?;
-    util::run_checked(util::cargo().args(["build", "-p", "nfs-sim", "--bin", "nfs-sim-hosts"]))?;
+    // The servers the suite starts, as the test step built them (the same selection: no rebuild).
+    util::run_checked(
+        util::cargo()
+            .arg("build")
+            .args(crate::test::workspace_selection())
+            .args(["--example", "s3_test_server", "--bin", "nfs-sim-hosts"]),
+    )?;
     let s3_server = util::target_dir().join("debug/examples/s3_test_server");
     let nfs_hosts = util::target_dir().join("debug/nfs-sim-hosts");
     util::run_checked(

@@ -5,7 +5,8 @@
 //! nextest (or `cargo test` where nextest is absent), doctests, the Python package's pytest suite
 //! (`python.rs`), the packaged `durable-fs` built
 //! and run outside the workspace (`package_check.rs`), the loom models in their own target
-//! directory, and quick crash-test, race and power-loss runs.
+//! directory, and quick crash-test, race and power-loss runs (on the debug binaries the test step
+//! built).
 //!
 //! The production crates (`PRODUCTION_CRATES`) are tested on their own: the test-support crates
 //! switch on `jit-cache/failpoints`, and Cargo's feature unification would carry it into any build
@@ -15,6 +16,7 @@
 //! Tests that need root, loop devices or FUSE run with `FS_TESTBED_REQUIRE=1`, which turns each of
 //! their skips into a failure: a test these machines can run must run.
 
+use crate::crash_test::Build;
 use crate::util;
 use anyhow::{bail, Result};
 use std::process::Command;
@@ -45,6 +47,13 @@ fn production_excluded() -> Vec<&'static str> {
         .iter()
         .flat_map(|krate| ["--exclude", krate])
         .collect()
+}
+
+/// The workspace test step's selection: every crate but the production ones, all features.
+pub fn workspace_selection() -> Vec<&'static str> {
+    let mut selection = vec!["--workspace", "--all-features"];
+    selection.extend(production_excluded());
+    selection
 }
 
 /// A test run under nextest, or `cargo test` where nextest is absent: `selection` picks packages
@@ -132,9 +141,7 @@ pub fn run(args: &[String]) -> Result<()> {
             .env("XTASK_TEST", "1");
     };
     step("tests", &mut || {
-        let mut selection = vec!["--workspace", "--all-features"];
-        selection.extend(production_excluded());
-        let mut cmd = test_command(&selection, None);
+        let mut cmd = test_command(&workspace_selection(), None);
         with_test_env(&mut cmd);
         util::run_checked(&mut cmd)
     })?;
@@ -179,10 +186,13 @@ pub fn run(args: &[String]) -> Result<()> {
     // multi-process race harness, and simulated power cuts (cargo xtask crash-test --help).
     let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     step("crash-test", &mut || {
-        crate::crash_test::run(&args(&["--kills", "200", "--seed", "1"]))
+        crate::crash_test::run_with(&args(&["--kills", "200", "--seed", "1"]), Build::Tests)
     })?;
     step("crash-test xfs", &mut || {
-        crate::crash_test::run(&args(&["--kills", "200", "--seed", "1", "--fs", "xfs"]))
+        crate::crash_test::run_with(
+            &args(&["--kills", "200", "--seed", "1", "--fs", "xfs"]),
+            Build::Tests,
+        )
     })?;
     // Three simulated NFS hosts in each lock mode (issue 13): host crashes, cross-host pins,
     // compiles per key per mode, stored entries shared by the hosts. actimeo 0, a 1.5 s grace,
@@ -195,55 +205,59 @@ pub fn run(args: &[String]) -> Result<()> {
                        --kernels 60 --store-keys 24 --max-delay-ms 200 --check-every 150 --locks";
             let mut list: Vec<&str> = run.split_whitespace().collect();
             list.push(locks);
-            crate::crash_test::run(&args(&list))
+            crate::crash_test::run_with(&args(&list), Build::Tests)
         })?;
         step(&format!("race nfs-sim {locks}"), &mut || {
             let race = "--race --fs nfs-sim --hosts 3 --procs 6 --kernels 4 --rounds 3 --locks";
             let mut list: Vec<&str> = race.split_whitespace().collect();
             list.push(locks);
-            crate::crash_test::run(&args(&list))
+            crate::crash_test::run_with(&args(&list), Build::Tests)
         })?;
     }
     // The fleet tier (issue 14): workers share a real redis-server, which is killed with SIGKILL
     // and restarted every 40 kills; every check audits what it holds.
     step("crash-test remote", &mut || {
-        crate::crash_test::run(&args(&[
-            "--kills",
-            "160",
-            "--seed",
-            "1",
-            "--remote",
-            "--kernels",
-            "12",
-        ]))
+        crate::crash_test::run_with(
+            &args(&[
+                "--kills",
+                "160",
+                "--seed",
+                "1",
+                "--remote",
+                "--kernels",
+                "12",
+            ]),
+            Build::Tests,
+        )
     })?;
     // The same on S3 (issue 25): a SeaweedFS server killed and restarted empty every 40 kills.
     step("crash-test remote s3", &mut || {
-        crate::crash_test::run(&args(&[
-            "--kills",
-            "160",
-            "--seed",
-            "1",
-            "--remote",
-            "--remote-store",
-            "s3",
-            "--kernels",
-            "12",
-        ]))
+        crate::crash_test::run_with(
+            &args(&[
+                "--kills",
+                "160",
+                "--seed",
+                "1",
+                "--remote",
+                "--remote-store",
+                "s3",
+                "--kernels",
+                "12",
+            ]),
+            Build::Tests,
+        )
     })?;
     step("race", &mut || {
-        crate::crash_test::run(&args(&[
-            "--race",
-            "--procs",
-            "8",
-            "--kernels",
-            "4",
-            "--rounds",
-            "3",
-        ]))
+        crate::crash_test::run_with(
+            &args(&["--race", "--procs", "8", "--kernels", "4", "--rounds", "3"]),
+            Build::Tests,
+        )
     })?;
     step("power-loss", &mut || {
-        crate::crash_test::run(&args(&["--power-loss", "--cuts", "300", "--seed", "1"]))
+        crate::crash_test::run_with(
+            &args(&["--power-loss", "--cuts", "300", "--seed", "1"]),
+            Build::Tests,
+        )
     })?;
 
     eprintln!("\nxtask test: all steps passed");
