@@ -61,6 +61,7 @@ def s3_env(tmp_path: Path):
         [server, str(tmp_path / "s3")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     env = {}
+    weed = None
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -76,15 +77,14 @@ def s3_env(tmp_path: Path):
         if proc.stdin:
             proc.stdin.close()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=30)  # it stops the server (by its pid) when its stdin closes
         except subprocess.TimeoutExpired:
+            # Stuck: the server's process group goes by its pid (still ours to name: the
+            # example that started it is alive), then the example.
+            if weed is not None:
+                os.killpg(weed, signal.SIGKILL)
             proc.kill()
             proc.wait()
-        if "weed" in locals():
-            try:
-                os.killpg(weed, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def require_tool(name: str) -> str:
