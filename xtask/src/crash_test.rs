@@ -25,8 +25,8 @@ use std::process::Command;
 pub enum Build {
     /// Release binaries (`cargo xtask crash-test`: long runs go faster).
     Release,
-    /// The debug binaries of the test step: `selection` is its package and feature selection,
-    /// so that Cargo finds them built and fresh.
+    /// The debug binaries of the test step, built with its package and feature selection
+    /// (`test::workspace_selection`), so that Cargo finds them built and fresh.
     Tests,
 }
 

@@ -184,15 +184,15 @@ pub fn run(args: &[String]) -> Result<()> {
 
     // Quick fault-injection runs: kill -9 on the default filesystem and on a loop-mounted xfs, the
     // multi-process race harness, and simulated power cuts (cargo xtask crash-test --help).
-    let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let harness = |list: &[&str]| {
+        let args: Vec<String> = list.iter().map(|a| a.to_string()).collect();
+        crate::crash_test::run_with(&args, Build::Tests)
+    };
     step("crash-test", &mut || {
-        crate::crash_test::run_with(&args(&["--kills", "200", "--seed", "1"]), Build::Tests)
+        harness(&["--kills", "200", "--seed", "1"])
     })?;
     step("crash-test xfs", &mut || {
-        crate::crash_test::run_with(
-            &args(&["--kills", "200", "--seed", "1", "--fs", "xfs"]),
-            Build::Tests,
-        )
+        harness(&["--kills", "200", "--seed", "1", "--fs", "xfs"])
     })?;
     // Three simulated NFS hosts in each lock mode (issue 13): host crashes, cross-host pins,
     // compiles per key per mode, stored entries shared by the hosts. actimeo 0, a 1.5 s grace,
@@ -205,59 +205,41 @@ pub fn run(args: &[String]) -> Result<()> {
                        --kernels 60 --store-keys 24 --max-delay-ms 200 --check-every 150 --locks";
             let mut list: Vec<&str> = run.split_whitespace().collect();
             list.push(locks);
-            crate::crash_test::run_with(&args(&list), Build::Tests)
+            harness(&list)
         })?;
         step(&format!("race nfs-sim {locks}"), &mut || {
             let race = "--race --fs nfs-sim --hosts 3 --procs 6 --kernels 4 --rounds 3 --locks";
             let mut list: Vec<&str> = race.split_whitespace().collect();
             list.push(locks);
-            crate::crash_test::run_with(&args(&list), Build::Tests)
+            harness(&list)
         })?;
     }
-    // The fleet tier (issue 14): workers share a real redis-server, which is killed with SIGKILL
-    // and restarted every 40 kills; every check audits what it holds.
-    step("crash-test remote", &mut || {
-        crate::crash_test::run_with(
-            &args(&[
-                "--kills",
-                "160",
-                "--seed",
-                "1",
-                "--remote",
-                "--kernels",
-                "12",
-            ]),
-            Build::Tests,
-        )
-    })?;
-    // The same on S3 (issue 25): a SeaweedFS server killed and restarted empty every 40 kills.
-    step("crash-test remote s3", &mut || {
-        crate::crash_test::run_with(
-            &args(&[
+    // The fleet tier (issues 14 and 25): workers share a real redis-server or SeaweedFS S3
+    // server, which is killed with SIGKILL and restarted empty every 40 kills; every check
+    // audits what it holds.
+    for (name, store) in [
+        ("crash-test remote", "redis"),
+        ("crash-test remote s3", "s3"),
+    ] {
+        step(name, &mut || {
+            harness(&[
                 "--kills",
                 "160",
                 "--seed",
                 "1",
                 "--remote",
                 "--remote-store",
-                "s3",
+                store,
                 "--kernels",
                 "12",
-            ]),
-            Build::Tests,
-        )
-    })?;
+            ])
+        })?;
+    }
     step("race", &mut || {
-        crate::crash_test::run_with(
-            &args(&["--race", "--procs", "8", "--kernels", "4", "--rounds", "3"]),
-            Build::Tests,
-        )
+        harness(&["--race", "--procs", "8", "--kernels", "4", "--rounds", "3"])
     })?;
     step("power-loss", &mut || {
-        crate::crash_test::run_with(
-            &args(&["--power-loss", "--cuts", "300", "--seed", "1"]),
-            Build::Tests,
-        )
+        harness(&["--power-loss", "--cuts", "300", "--seed", "1"])
     })?;
 
     eprintln!("\nxtask test: all steps passed");

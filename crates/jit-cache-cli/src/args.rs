@@ -193,9 +193,8 @@ fn parse_kind(s: &str) -> Result<OutputKind, String> {
 }
 
 fn parse_pack_kind(s: &str) -> Result<PackKind, String> {
-    PackKind::from_name(s).ok_or_else(|| {
-        format!("unknown kind `{s}` (cubin, ptx, fatbin, object, shared-library or stored)")
-    })
+    PackKind::from_name(s)
+        .ok_or_else(|| format!("unknown kind `{s}` ({})", PackKind::names().join(", ")))
 }
 
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {

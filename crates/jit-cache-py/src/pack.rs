@@ -26,8 +26,8 @@ pub(crate) fn filter(
     for kind in crate::cache::strings("kind", kind)? {
         let parsed = PackKind::from_name(&kind).ok_or_else(|| {
             PyValueError::new_err(format!(
-                "kind must be \"stored\", \"cubin\", \"ptx\", \"fatbin\", \"object\" or \
-                 \"shared-library\", not {kind:?}"
+                "kind must be one of {}, not {kind:?}",
+                PackKind::names().join(", ")
             ))
         })?;
         filter = filter.kind(parsed);

@@ -50,8 +50,8 @@ fn duration(what: &str, seconds: f64) -> PyResult<Duration> {
 impl Store {
     /// Opens the store at `root` (default: `$JIT_CACHE_DIR`, else `$XDG_CACHE_HOME/jit-cache`,
     /// else `~/.cache/jit-cache`). `team=True` opens a group-shared root (mode 2770);
-    /// `remote="redis://..."` or `"s3://bucket/prefix"` fetches missing entries from the fleet (every file verified) and
-    /// uploads produced ones.
+    /// `remote="redis://..."` or `"s3://bucket/prefix"` fetches missing entries from the fleet
+    /// (every file verified) and uploads produced ones.
     #[new]
     #[pyo3(signature = (root=None, *, team=false, remote=None))]
     fn new(

@@ -36,7 +36,7 @@ pub enum Error {
 }
 
 /// Whether `url` names the S3 tier.
-pub fn is_s3(url: &str) -> bool {
+fn is_s3(url: &str) -> bool {
     url.starts_with("s3://")
 }
 

@@ -45,17 +45,18 @@ impl OutputKind {
         }
     }
 
+    /// Every kind, in the order they are listed to people.
+    pub const ALL: [OutputKind; 5] = [
+        OutputKind::Cubin,
+        OutputKind::Ptx,
+        OutputKind::Fatbin,
+        OutputKind::Object,
+        OutputKind::SharedLibrary,
+    ];
+
     /// The kind [`OutputKind::name`] names.
     pub fn from_name(name: &str) -> Option<OutputKind> {
-        [
-            OutputKind::Cubin,
-            OutputKind::Ptx,
-            OutputKind::Fatbin,
-            OutputKind::Object,
-            OutputKind::SharedLibrary,
-        ]
-        .into_iter()
-        .find(|k| k.name() == name)
+        OutputKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
     /// The nvcc flag that selects this output.

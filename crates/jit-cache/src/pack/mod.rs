@@ -70,6 +70,15 @@ impl PackKind {
             other => nvcc::OutputKind::from_name(other).map(PackKind::Kernel),
         }
     }
+
+    /// Every name [`PackKind::from_name`] takes, for messages that list them.
+    pub fn names() -> Vec<&'static str> {
+        nvcc::OutputKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .chain(["stored"])
+            .collect()
+    }
 }
 
 impl PackFilter {

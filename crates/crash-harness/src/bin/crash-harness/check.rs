@@ -347,11 +347,7 @@ fn check_store_keys(
             }
             Ok(Claim::Produce(producer)) => {
                 report.stored_produced += 1;
-                let produced = crash_harness::stored_files(index)
-                    .iter()
-                    .try_for_each(|(name, bytes)| producer.write(name, bytes))
-                    .and_then(|()| producer.commit());
-                match produced {
+                match crate::setup::produce(producer, index) {
                     Ok(entry) => entry,
                     Err(e) => {
                         report.stored_stuck.push(format!("{key}: produce: {e}"));

@@ -92,14 +92,18 @@ impl RunDir {
 
     /// Opens the cache with the fake compiler (and the run's remote tier, if it has one).
     pub fn open_cache(&self) -> Result<Cache> {
+        self.open_root(&self.cache, crate::remote::from_env()?)
+    }
+
+    /// Opens the cache at `root` with the fake compiler and `remote`.
+    fn open_root(&self, root: &Path, remote: Option<jit_cache::Remote>) -> Result<Cache> {
         let nvcc = nvcc::Nvcc::at(&self.nvcc)
             .with_context(|| format!("fake nvcc at {}", self.nvcc.display()))?;
         let mut options = CacheOptions::default().nvcc(nvcc);
-        if let Some(remote) = crate::remote::from_env()? {
+        if let Some(remote) = remote {
             options = options.remote(remote);
         }
-        Cache::open_with(&self.cache, options)
-            .with_context(|| format!("open cache {}", self.cache.display()))
+        Cache::open_with(root, options).with_context(|| format!("open cache {}", root.display()))
     }
 }
 
@@ -113,11 +117,8 @@ const PACK_STORED: usize = 4;
 /// the workers'), then exported. Every byte in it is the workload's, so whatever the workers
 /// read of an imported entry is checked as if they had built it.
 pub fn make_pack(run: &RunDir, kernels: usize, store_keys: usize) -> Result<()> {
-    let source = run.root.join("pack-source");
-    let nvcc = nvcc::Nvcc::at(&run.nvcc)
-        .with_context(|| format!("fake nvcc at {}", run.nvcc.display()))?;
-    let cache = Cache::open_with(&source, CacheOptions::default().nvcc(nvcc))
-        .with_context(|| format!("open cache {}", source.display()))?;
+    // No remote: the pack is made from this root alone.
+    let cache = run.open_root(&run.root.join("pack-source"), None)?;
     for i in 0..kernels.min(PACK_KERNELS) {
         cache
             .get_or_build(&spec(i))
@@ -130,10 +131,7 @@ pub fn make_pack(run: &RunDir, kernels: usize, store_keys: usize) -> Result<()> 
             .begin(&namespace(), &key, std::time::Duration::from_secs(5))
             .with_context(|| format!("begin {key} for the pack"))?;
         if let jit_cache::store::Claim::Produce(producer) = claim {
-            for (name, bytes) in crash_harness::stored_files(i) {
-                producer.write(&name, &bytes)?;
-            }
-            producer.commit()?;
+            produce(producer, i).with_context(|| format!("produce {key} for the pack"))?;
         }
     }
     if let Some(dir) = run.pack.parent() {
@@ -143,6 +141,18 @@ pub fn make_pack(run: &RunDir, kernels: usize, store_keys: usize) -> Result<()> 
         .export_pack(&run.pack, &jit_cache::PackFilter::default())
         .with_context(|| format!("export {}", run.pack.display()))?;
     Ok(())
+}
+
+/// Writes stored entry `index`'s files (the workload's) through `producer` and commits them, at
+/// once (the worker's own producer paces itself and has a failpoint between two files).
+pub fn produce(
+    producer: jit_cache::store::Producer,
+    index: usize,
+) -> jit_cache::Result<jit_cache::store::StoredEntry> {
+    crash_harness::stored_files(index)
+        .iter()
+        .try_for_each(|(name, bytes)| producer.write(name, bytes))?;
+    producer.commit()
 }
 
 /// The spec of kernel `index`.
