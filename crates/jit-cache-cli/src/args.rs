@@ -81,7 +81,7 @@ pub(crate) enum PackCommand {
         #[arg(long)]
         name: Option<String>,
         /// Only kernels built for this architecture (repeat for several).
-        #[arg(long = "arch")]
+        #[arg(long = "arch", value_parser = parse_pack_arch)]
         arches: Vec<String>,
         /// Only entries of this kind: cubin, ptx, fatbin, object, shared-library or stored
         /// (repeat for several).
@@ -190,6 +190,10 @@ fn parse_kind(s: &str) -> Result<OutputKind, String> {
         "fatbin" => Ok(OutputKind::Fatbin),
         other => Err(format!("unknown kind `{other}` (cubin, ptx or fatbin)")),
     }
+}
+
+fn parse_pack_arch(s: &str) -> Result<String, String> {
+    jit_cache::KernelSpec::check_arch(s).map(|()| s.to_string())
 }
 
 fn parse_pack_kind(s: &str) -> Result<PackKind, String> {

@@ -130,9 +130,9 @@ fn build_cache_error(py: Python<'_>, error: &jit_cache::Error) -> PyResult<PyErr
         return Ok(ours(py, "CompileError", failure.to_string(), &attributes));
     }
     let class = match error {
-        jit_cache::Error::InvalidSpec { .. } | jit_cache::Error::InvalidStoreKey { .. } => {
-            "InvalidSpecError"
-        }
+        jit_cache::Error::InvalidSpec { .. }
+        | jit_cache::Error::InvalidStoreKey { .. }
+        | jit_cache::Error::InvalidPackFilter { .. } => "InvalidSpecError",
         jit_cache::Error::Busy { .. } => "BusyError",
         jit_cache::Error::Pack { .. } => "PackError",
         _ => "CacheError",

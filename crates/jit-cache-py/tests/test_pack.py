@@ -70,3 +70,7 @@ def test_a_damaged_pack_raises_pack_error_with_the_offset_and_publishes_nothing(
     assert target.stats()["entries"] == 0, "nothing from the damaged part was published"
     with pytest.raises(ValueError):
         source.export_pack(tmp_path / "x.pack", kind="cubn")
+    # A misspelt arch would take nothing: refused by the rule specs follow, no pack written.
+    with pytest.raises(jit_cache.InvalidSpecError, match="sm90"):
+        source.export_pack(tmp_path / "arch.pack", arch="sm90")
+    assert not (tmp_path / "arch.pack").exists()

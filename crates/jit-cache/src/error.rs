@@ -17,6 +17,12 @@ pub enum Error {
         /// The rule it breaks.
         reason: String,
     },
+    /// A pack filter would take nothing by mistake (an arch not of the form `sm_NN`).
+    #[error("invalid pack filter: {reason}")]
+    InvalidPackFilter {
+        /// The rule it breaks.
+        reason: String,
+    },
     /// The cache root is not safe to use (owned by another user, writable by others, a symlink).
     #[error("refusing cache root {path}: {reason}")]
     UnsafeRoot {

@@ -177,6 +177,21 @@ impl KernelSpec {
         }
     }
 
+    /// The rule every arch follows (`sm_90`, `sm_90a`, `compute_90`): a spec's, and a pack
+    /// filter's, which would otherwise match nothing. The reason, when `arch` breaks it.
+    pub fn check_arch(arch: &str) -> std::result::Result<(), String> {
+        let ok = arch.len() <= 32
+            && (arch.starts_with("sm_") || arch.starts_with("compute_"))
+            && arch.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "arch `{arch}` is not of the form sm_NN or compute_NN"
+            ))
+        }
+    }
+
     /// Checks every rule a hostile or mistaken spec could break, before anything touches disk.
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Error::InvalidSpec {
@@ -185,14 +200,7 @@ impl KernelSpec {
         };
         validate_name(&self.name).map_err(bad)?;
         for arch in &self.arches {
-            let ok = arch.len() <= 32
-                && (arch.starts_with("sm_") || arch.starts_with("compute_"))
-                && arch.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !ok {
-                return Err(bad(format!(
-                    "arch `{arch}` is not of the form sm_NN or compute_NN"
-                )));
-            }
+            KernelSpec::check_arch(arch).map_err(bad)?;
         }
         if self.kind != OutputKind::Fatbin && self.arches.len() > 1 {
             return Err(bad("several arches need --kind fatbin".into()));

@@ -453,3 +453,28 @@ fn an_unknown_kind_is_a_usage_error_not_an_empty_pack() {
     );
     assert!(!pack.exists(), "no pack is written");
 }
+
+/// A misspelt arch (`sm90`) matched no entry and wrote an empty pack with exit 0, as a misspelt
+/// kind did: it is a usage error, by the rule kernel specs follow.
+#[test]
+fn a_misspelt_arch_is_a_usage_error_not_an_empty_pack() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pack = dir.path().join("k.pack");
+    let out = cli(&dir.path().join("cache"), Path::new("/nonexistent/nvcc"))
+        .args(["pack", "export", "-o"])
+        .arg(&pack)
+        .args(["--arch", "sm90"])
+        .output()
+        .expect("run pack export");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a misspelt arch is refused: {stderr}"
+    );
+    assert!(
+        stderr.contains("sm90") && stderr.contains("sm_NN"),
+        "the error names the arch and the form: {stderr}"
+    );
+    assert!(!pack.exists(), "no pack is written");
+}

@@ -23,6 +23,10 @@ struct Read {
 }
 
 pub(super) fn export(cache: &Cache, path: &Path, filter: &PackFilter) -> Result<ExportReport> {
+    for arch in &filter.arches {
+        crate::KernelSpec::check_arch(arch)
+            .map_err(|reason| crate::Error::InvalidPackFilter { reason })?;
+    }
     let mut report = ExportReport::default();
     let mut chosen = Vec::new();
     for info in cache.entries()? {

@@ -45,8 +45,9 @@ use std::path::{Path, PathBuf};
 pub struct PackFilter {
     /// A glob (`*`, `?`) the entry's name must match (a stored entry's is `namespace/key`).
     pub name: Option<String>,
-    /// Kernels built for at least one of these arches (`sm_90`); stored entries never match a
-    /// non-empty list.
+    /// Kernels built for at least one of these arches (`sm_90`; an arch not of that form is
+    /// refused by [`Cache::export_pack`] with [`Error::InvalidPackFilter`]); stored entries
+    /// never match a non-empty list.
     pub arches: Vec<String>,
     /// Kinds to take; empty: every kind.
     pub kinds: Vec<PackKind>,
