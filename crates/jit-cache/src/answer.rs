@@ -59,6 +59,12 @@ pub enum RebuildReason {
         /// What was wrong with it.
         why: String,
     },
+    /// The earlier entry's output names its own source (`__FILE__`, nvcc's module id,
+    /// diagnostics), and this request's source is another file or elsewhere.
+    OtherSource {
+        /// The earlier entry's source, as it was spelled.
+        source: PathBuf,
+    },
     /// The earlier entry is gone (evicted or removed) and nothing else changed.
     Gone,
 }
@@ -76,6 +82,11 @@ impl std::fmt::Display for RebuildReason {
             RebuildReason::Unusable { entry, why } => {
                 write!(f, "entry {} was unusable: {why}", entry.display())
             }
+            RebuildReason::OtherSource { source } => write!(
+                f,
+                "the earlier entry's output names its own source {}",
+                source.display()
+            ),
             RebuildReason::Gone => write!(f, "the earlier entry was evicted or removed"),
         }
     }

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::fstype::Protocol;
 use crate::headers::{AbsenceGroup, HeaderRecord, Inputs};
 use crate::layout::variant_dir_name;
+use crate::source_bound::SourceBinding;
 use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use};
 pub(crate) use crate::pin::{list_variants, LastUse, Unusable};
 use fingerprint::{Digest, Manifest};
@@ -40,6 +41,9 @@ pub(crate) struct Meta {
     /// Where the compile looked for a header and found none (a header added there would be read).
     #[serde(default)]
     pub(crate) absent: Vec<AbsenceGroup>,
+    /// The source the output names, when it may (`source_bound.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<SourceBinding>,
     /// The key's components plus one per header: what `explain` and rebuild reasons diff.
     pub(crate) manifest: Manifest,
     pub(crate) created_unix_ms: u64,
@@ -73,8 +77,9 @@ pub(crate) fn artifact_file_name(kind: nvcc::OutputKind) -> String {
     format!("artifact.{}", kind.extension())
 }
 
-/// The variant's digest: the headers the compile read, by place and content, and the places
-/// where it found none. Stat stamps are host-specific hints and stay out.
+/// The variant's digest: the headers the compile read, by place and content, the places where
+/// it found none, and the source when the output names it. Stat stamps are host-specific hints
+/// and stay out.
 pub(crate) fn variant_of(inputs: &Inputs) -> Digest {
     let mut text = b"jit-cache variant 2\0".to_vec();
     let mut headers: Vec<_> = inputs
@@ -105,6 +110,13 @@ pub(crate) fn variant_of(inputs: &Inputs) -> Digest {
         text.extend_from_slice(name.as_encoded_bytes());
         text.push(0);
     }
+    if let Some(source) = &inputs.source {
+        text.extend_from_slice(b"s ");
+        text.extend_from_slice(source.spelled.as_bytes());
+        text.push(0);
+        text.extend_from_slice(source.absolute.as_bytes());
+        text.push(0);
+    }
     Digest::of_bytes(&text)
 }
 
@@ -131,6 +143,7 @@ impl Meta {
             artifact_digest: artifact.1,
             headers: inputs.headers.clone(),
             absent: inputs.absent.clone(),
+            source: inputs.source.clone(),
             // The key's components; headers enter manifests only when two variants are compared.
             manifest: prepared.manifest.clone(),
             created_unix_ms: crate::host::now_ms(),
@@ -144,6 +157,7 @@ impl Meta {
         Inputs {
             headers: self.headers,
             absent: self.absent,
+            source: self.source,
         }
     }
 
@@ -152,6 +166,7 @@ impl Meta {
         Inputs {
             headers: self.headers.clone(),
             absent: self.absent.clone(),
+            source: self.source.clone(),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use crate::error::Result;
 use crate::search::{join, Base, SearchPath};
+use crate::source_bound::SourceBinding;
 use crate::stamp::Settling;
 pub(crate) use crate::stamp::{Look, StatStamp};
 use fingerprint::{Digest, StatCache};
@@ -46,6 +47,10 @@ pub(crate) struct Inputs {
     pub(crate) headers: Vec<HeaderRecord>,
     #[serde(default)]
     pub(crate) absent: Vec<AbsenceGroup>,
+    /// The source the output names, when it may (`source_bound.rs`): the variant then serves
+    /// only that source, at that place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<SourceBinding>,
 }
 
 impl Inputs {
@@ -65,6 +70,7 @@ impl Inputs {
                 .filter(|a| a.base.is_project())
                 .cloned()
                 .collect(),
+            source: self.source.clone(),
         }
     }
 }
@@ -129,6 +135,8 @@ pub(crate) enum Mismatch {
     Shadowed { name: PathBuf, by: PathBuf },
     /// A directory the compile listed has changed since.
     Relisted { dir: PathBuf },
+    /// The variant's output names its own source, and the request's is another (or elsewhere).
+    OtherSource { source: PathBuf },
 }
 
 /// The name that stands, in an absence group, for the directory's listing: the compile listed
@@ -166,6 +174,11 @@ impl std::fmt::Display for Mismatch {
                 "header `{}` is now shadowed by {}",
                 name.display(),
                 by.display()
+            ),
+            Mismatch::OtherSource { source } => write!(
+                f,
+                "the entry's output names its own source {}",
+                source.display()
             ),
         }
     }

@@ -27,6 +27,7 @@ use crate::observed::Seen;
 use crate::request::SourceRef;
 use crate::scan::{scan_all, Directive};
 use crate::search::{join, parent_rel, Base, Canonical, ChainDir, SearchPath};
+use crate::source_bound::PathTokens;
 pub(crate) use crate::stamp::Instant;
 use crate::stamp::{coarse_now, Settling};
 use crate::unproven::Unproven;
@@ -130,6 +131,8 @@ struct Walk<'a> {
     appeared: Option<PathBuf>,
     /// Directories the trace saw listed, by place.
     listed: BTreeSet<(Base, PathBuf)>,
+    /// The path spellings of every file scanned (`source_bound.rs`).
+    path_tokens: PathTokens,
 }
 
 /// The tokens that make an output depend on when it was compiled.
@@ -184,7 +187,7 @@ pub(crate) fn record(
     seen: Option<&Seen>,
     stat: &mut StatCache,
     since: Option<Instant>,
-) -> Result<std::result::Result<Inputs, Unproven>> {
+) -> Result<std::result::Result<Recorded, Unproven>> {
     if let Some(why) = seen.and_then(|seen| seen.unproven.clone()) {
         return Ok(Err(why));
     }
@@ -203,6 +206,7 @@ pub(crate) fn record(
         observed: Vec::new(),
         time_macro: None,
         computed: None,
+        path_tokens: PathTokens::default(),
         appeared: None,
         listed: BTreeSet::new(),
     };
@@ -297,13 +301,29 @@ pub(crate) fn record(
         .clone()
         .filter(|_| std::env::var_os("SOURCE_DATE_EPOCH").is_none());
     let appeared = walk.appeared.clone();
+    let names_source_in = walk.path_tokens.binding_file();
     let (inputs, moved) = walk.finish(stat, since, settling)?;
     // A moved input first: the one reason a second compile may settle.
     let why = (moved.or(appeared).map(Unproven::Moved))
         .or(time_macro.map(Unproven::TimeMacro))
         .or(computed.map(Unproven::Computed))
         .or(unaccounted.map(Unproven::Unaccounted));
-    Ok(why.map_or(Ok(inputs), Err))
+    Ok(why.map_or(
+        Ok(Recorded {
+            inputs,
+            names_source_in,
+        }),
+        Err,
+    ))
+}
+
+/// What a compile depended on, and what its text says of its source's path.
+#[derive(Debug)]
+pub(crate) struct Recorded {
+    pub(crate) inputs: Inputs,
+    /// The first file whose text may make the output name the source's path
+    /// (`source_bound::PathTokens`).
+    pub(crate) names_source_in: Option<PathBuf>,
 }
 
 impl Walk<'_> {
@@ -341,6 +361,13 @@ impl Walk<'_> {
 
     fn scan_text(&mut self, includer: &Includer, path: &Path, text: &[u8]) {
         self.note_time_macros(path, text);
+        // `__FILE__` in the source, or in a header found through the source's directory, spells
+        // the source's directory.
+        let near_source = matches!(
+            includer.place,
+            Place::Source | Place::Project(Base::SourceDir, _)
+        );
+        self.path_tokens.add_file(path, text, near_source);
         let scanned = scan_all(text);
         if scanned.computed && self.computed.is_none() {
             self.computed = Some(path.to_path_buf());
@@ -568,7 +595,14 @@ impl Walk<'_> {
                 names,
             });
         }
-        Ok((Inputs { headers, absent }, moved))
+        Ok((
+            Inputs {
+                headers,
+                absent,
+                source: None,
+            },
+            moved,
+        ))
     }
 
     /// The nearest directory on `rel`'s path (under `base`) that exists, and the rest of `rel`

@@ -5,9 +5,10 @@
 //! Rule: if you change any input to the key, or how one is hashed, bump [`CACHE_FORMAT`].
 
 use crate::error::{Error, Result};
-use crate::headers::StatStamp;
+use crate::headers::{Mismatch, StatStamp};
 use crate::request::Request;
 use crate::search::SearchPath;
+use crate::source_bound::SourceBinding;
 use crate::spec::{Extra, KernelSpec, Source};
 use crate::toolchain::{HostCompiler, Toolchain};
 use fingerprint::{Component, Digest, Manifest};
@@ -16,8 +17,10 @@ use std::path::PathBuf;
 /// The version of the key's inputs and of the entry format, mixed into every key.
 /// Version 3: the source and every directory enter as spelled (the compiler is given them so),
 /// with what GCC's merge of the search chains did with each directory, and the working
-/// directory when debug information is asked for.
-pub const CACHE_FORMAT: u32 = 3;
+/// directory when debug information is asked for. Version 4: the source's spelled path enters
+/// only where the output may name it before any proof (`source_bound.rs`); elsewhere a variant
+/// whose compile could not prove independence is bound to its source.
+pub const CACHE_FORMAT: u32 = 4;
 
 /// Everything computed about a spec before looking in the cache.
 #[derive(Debug, Clone)]
@@ -32,6 +35,26 @@ pub(crate) struct Prepared {
     /// The source's digest, and its stamp when settled (a repeated request then needs one `stat`).
     pub(crate) source_digest: Digest,
     pub(crate) source_stamp: Option<StatStamp>,
+    /// The source as a bound variant must name it, when the key leaves the source's path out
+    /// (`source_bound.rs`); None when the key holds it (or the source is text).
+    pub(crate) binding: Option<SourceBinding>,
+}
+
+impl Prepared {
+    /// Whether a variant bound to `source` (None: bound to nothing) may serve this request.
+    pub(crate) fn serves_source(
+        &self,
+        source: Option<&SourceBinding>,
+    ) -> std::result::Result<(), Box<Mismatch>> {
+        match source {
+            Some(bound) if Some(bound) != self.binding.as_ref() => {
+                Err(Box::new(Mismatch::OtherSource {
+                    source: PathBuf::from(&bound.spelled),
+                }))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Computes the slot, the key and the key's manifest for a resolved request.
@@ -69,10 +92,27 @@ pub(crate) fn prepare(
         },
     );
     // What the output may embed: `__FILE__`, `assert` and diagnostics name the source and every
-    // header by the spelling the compiler is given.
-    if let Some(spelled) = &request.source_spelled {
-        manifest.insert_value("source-path", &spelled.to_string_lossy());
-    }
+    // header by the spelling the compiler is given, debug information the working directory,
+    // and nvcc's module id the source's absolute path. Where the output cannot name the path
+    // before the compile is looked at, the key leaves it out and the compile proves it
+    // (`source_bound.rs`).
+    let keyed = crate::source_bound::keyed_by_path(
+        request.debug,
+        spec.kind,
+        request.source_spelled.as_deref(),
+        request.source_path.as_deref(),
+    );
+    let binding = if keyed {
+        if let Some(spelled) = &request.source_spelled {
+            manifest.insert_value("source-path", &spelled.to_string_lossy());
+        }
+        None
+    } else {
+        SourceBinding::of(
+            request.source_spelled.as_deref(),
+            request.source_path.as_deref(),
+        )
+    };
     manifest.insert_value("kind", spec.kind.name());
     manifest.insert_list("arch", &spec.arches);
     manifest.insert_list("flags", &request.key_flags);
@@ -185,6 +225,7 @@ pub(crate) fn prepare(
         source_path: request.source_path.clone(),
         source_digest,
         source_stamp,
+        binding,
     })
 }
 

@@ -113,6 +113,7 @@ mod request;
 mod scan;
 mod search;
 mod single_flight;
+mod source_bound;
 mod spec;
 mod staging;
 mod stamp;

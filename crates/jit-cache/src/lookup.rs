@@ -50,7 +50,11 @@ impl Cache {
                 }
             };
             lookup.examined.push(variant.clone());
-            let checked = self.revalidate(&open.meta.headers, &open.meta.absent, &prepared.search);
+            let checked = prepared
+                .serves_source(open.meta.source.as_ref())
+                .and_then(|()| {
+                    self.revalidate(&open.meta.headers, &open.meta.absent, &prepared.search)
+                });
             if let Err(mismatch) = checked {
                 lookup.mismatches.push(*mismatch);
                 continue;
@@ -78,6 +82,8 @@ impl Cache {
         if record.key != prepared.key {
             return None;
         }
+        // Diagnostics name the source: a failure of another source's is not replayed.
+        prepared.serves_source(record.inputs.source.as_ref()).ok()?;
         self.revalidate(
             &record.inputs.headers,
             &record.inputs.absent,
@@ -134,6 +140,9 @@ impl Cache {
             Mismatch::Shadowed { name, by } => Some(RebuildReason::Shadowed {
                 header: name.clone(),
                 by: by.clone(),
+            }),
+            Mismatch::OtherSource { source } => Some(RebuildReason::OtherSource {
+                source: source.clone(),
             }),
             _ => None,
         }));

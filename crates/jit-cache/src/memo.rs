@@ -121,6 +121,8 @@ impl Memos {
             .unwrap_or_else(|p| p.into_inner())
             .get(&prepared.key)
             .cloned()?;
+        // A variant bound to its source serves no other (`source_bound.rs`).
+        prepared.serves_source(memo.inputs.source.as_ref()).ok()?;
         let fast = memo
             .fast
             .as_ref()

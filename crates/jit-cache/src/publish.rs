@@ -20,6 +20,8 @@ use crate::evict::{evict_unpinned, move_to_trash};
 use crate::headers::Inputs;
 use crate::hooks;
 use crate::inputs::{record, Instant};
+use crate::search::Base;
+use crate::source_bound::{output_names_source, SourceBinding};
 use crate::key::Prepared;
 use crate::layout::Layout;
 use crate::records::{write_record, FailureRecord, SlotRecord};
@@ -594,7 +596,7 @@ fn inputs_of(
             return Ok(Err(Unproven::Moved(source.clone())));
         }
     }
-    cache.with_stat_cache(|stat| {
+    let recorded = cache.with_stat_cache(|stat| {
         record(
             &prepared.search,
             request.source_ref(),
@@ -603,7 +605,29 @@ fn inputs_of(
             stat,
             Some(compiled.started),
         )
-    })
+    })?;
+    Ok(recorded.map(|recorded| {
+        let mut inputs = recorded.inputs;
+        inputs.source = binding_of(prepared, &recorded.names_source_in, &inputs, compiled);
+        inputs
+    }))
+}
+
+/// The source a variant must be bound to: none where the key holds the source's path or the
+/// compile proved its output independent of it (`source_bound.rs`), else the request's.
+fn binding_of(
+    prepared: &Prepared,
+    names_source_in: &Option<PathBuf>,
+    inputs: &Inputs,
+    compiled: &Compiled,
+) -> Option<SourceBinding> {
+    let binding = prepared.binding.as_ref()?;
+    let bound = names_source_in.is_some()
+        // Diagnostics name the source as spelled, and a dependency file the headers beside it.
+        || !compiled.stderr.is_empty()
+        || inputs.headers.iter().any(|h| h.base == Base::SourceDir)
+        || output_names_source(&compiled.artifact_bytes, binding);
+    bound.then(|| binding.clone())
 }
 
 /// Opens the entry just published and answers with it. When it is not visible (the winner's
@@ -690,8 +714,11 @@ fn record_failure(
             started,
         )
     });
-    // A failure is replayed only on records that account for every lookup.
-    let Ok(Ok(inputs)) = recorded else { return };
+    // A failure is replayed only on records that account for every lookup, and, since its
+    // diagnostics name the source, only for the same source.
+    let Ok(Ok(recorded)) = recorded else { return };
+    let mut inputs = recorded.inputs;
+    inputs.source = prepared.binding.clone();
     let record = FailureRecord {
         key: prepared.key,
         inputs,

@@ -147,8 +147,9 @@ fn fetch(
             continue;
         }
         let inputs = variant.inputs();
-        if cache
-            .revalidate(&inputs.headers, &inputs.absent, &prepared.search)
+        if prepared
+            .serves_source(inputs.source.as_ref())
+            .and_then(|()| cache.revalidate(&inputs.headers, &inputs.absent, &prepared.search))
             .is_err()
         {
             continue;
@@ -312,6 +313,7 @@ fn shared_failure(
         return None;
     }
     let inputs = without_stamps(record.inputs);
+    prepared.serves_source(inputs.source.as_ref()).ok()?;
     cache
         .revalidate(&inputs.headers, &inputs.absent, &prepared.search)
         .ok()?;
@@ -341,6 +343,7 @@ pub(crate) fn share_build(
         artifact_digest: meta.artifact_digest,
         headers: inputs.headers,
         absent: inputs.absent,
+        source: inputs.source,
         created_unix_ms: meta.created_unix_ms,
         compile_ms: meta.compile_ms,
         host: meta.host.clone(),

@@ -3,6 +3,7 @@
 //! a host (another host's tuples prove nothing here): they are dropped on upload and on read.
 
 use crate::headers::{AbsenceGroup, HeaderRecord, Inputs};
+use crate::source_bound::SourceBinding;
 use fingerprint::Digest;
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +36,9 @@ pub(crate) struct RemoteVariant {
     pub(crate) headers: Vec<HeaderRecord>,
     #[serde(default)]
     pub(crate) absent: Vec<AbsenceGroup>,
+    /// The source the output names, when it may (`source_bound.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<SourceBinding>,
     pub(crate) created_unix_ms: u64,
     pub(crate) compile_ms: u64,
     pub(crate) host: String,
@@ -46,6 +50,7 @@ impl RemoteVariant {
         without_stamps(Inputs {
             headers: self.headers.clone(),
             absent: self.absent.clone(),
+            source: self.source.clone(),
         })
     }
 
@@ -116,6 +121,7 @@ mod tests {
                 stamp: None,
             }],
             absent: Vec::new(),
+            source: None,
         };
         RemoteVariant {
             variant: crate::entry::variant_of(&inputs),
@@ -124,6 +130,7 @@ mod tests {
             artifact_digest: Digest::of_bytes(b"artifact"),
             headers: inputs.headers,
             absent: inputs.absent,
+            source: inputs.source,
             created_unix_ms: 0,
             compile_ms: 0,
             host: "h".into(),
