@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 a compile failed, 2 usage, 3 cache error.
 
 mod args;
+mod fleet;
 mod launcher;
 mod out;
 mod pack;
@@ -65,25 +66,9 @@ fn open(cli: &Cli) -> Result<Cache, Error> {
     Cache::open_with(root, options)
 }
 
-/// The remote tier from `--remote`/`--remote-mode` over `JIT_CACHE_REMOTE*` (`jit-cache-remote`
-/// chooses the tier by the URL). A remote that cannot be configured is a warning, never a failed
-/// build.
+/// The remote tier from `--remote`/`--remote-mode` over `JIT_CACHE_REMOTE*`.
 fn remote(cli: &Cli) -> Option<jit_cache::Remote> {
-    let configured = jit_cache_redis::RemoteSettings::from_env()
-        .map_err(|e| e.to_string())
-        .and_then(|mut settings| {
-            if let Some(url) = &cli.remote {
-                settings.url = Some(url.clone());
-            }
-            if let Some(mode) = cli.remote_mode {
-                settings.mode = Some(mode);
-            }
-            jit_cache_remote::remote(settings).map_err(|e| e.to_string())
-        });
-    configured.unwrap_or_else(|e| {
-        eprintln!("jit-cache: warning: no remote cache: {e}");
-        None
-    })
+    fleet::remote(cli.remote.as_ref(), cli.remote_mode)
 }
 
 fn run(cli: &Cli) -> Result<u8, Error> {

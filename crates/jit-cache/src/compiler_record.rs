@@ -3,8 +3,10 @@
 //! compile answered: the same diagnostics, and the dependency file nvcc would write.
 //!
 //! Stored as `compiler.json` in the entry directory, written before `meta.json` (so it is inside
-//! the entry's one rename). Best effort: an entry without it (an older entry, a name that is not
-//! UTF-8, one fetched from a remote tier) is still a valid entry; [`Cache::get_or_build_with_record`]
+//! the entry's one rename), and shared with the variant through the fleet's tier, where a host
+//! that fetches it keeps it only when every file it names is one of the variant's recorded
+//! headers here. Best effort: an entry without it (an older entry, a name that is not UTF-8, a
+//! record too large to share or naming other files) is still a valid entry; [`Cache::get_or_build_with_record`]
 //! then returns no record and the caller runs the compiler itself.
 //!
 //! The compile is given the source and every directory as the request spelled them, and those
@@ -85,10 +87,54 @@ pub(crate) fn write(
     }
 }
 
+/// The largest record that travels with a variant through the fleet's tier (diagnostics of a
+/// `-Xptxas -v` compile are a few KiB; a larger record stays home, and a host that fetches the
+/// variant runs the compiler for its launcher instead).
+pub(crate) const MAX_SHARED_RECORD: usize = 64 << 10;
+
+/// The stored text of the record of the entry at `entry_dir`, to share with other hosts: only a
+/// record this version reads, and no larger than [`MAX_SHARED_RECORD`].
+pub(crate) fn shared_text(entry_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(entry_dir.join(RECORD_FILE)).ok()?;
+    (text.len() <= MAX_SHARED_RECORD && parse(text.as_bytes()).is_some()).then_some(text)
+}
+
+/// Writes a record another host shared into `entry_dir` (a staging directory, before
+/// `meta.json`), when every file it names is a header the variant records, the same file as
+/// this request finds at the record's place (`headers`, resolved): a record that names anything else could make a
+/// launcher write a dependency file that hides an input, and is left out (the launcher then
+/// runs the compiler). Best effort, as [`write`].
+pub(crate) fn write_shared(
+    entry_dir: &Path,
+    text: &str,
+    headers: &std::collections::HashSet<PathBuf>,
+    working_dir: &Path,
+) {
+    let Some(record) = parse(text.as_bytes()) else {
+        return;
+    };
+    // By the files themselves: a dependency file spells the toolkit's headers through
+    // `bin/../include`, the records by their directory.
+    let recorded: std::collections::HashSet<PathBuf> = headers
+        .iter()
+        .filter_map(|h| std::fs::canonicalize(h).ok())
+        .collect();
+    let named_are_recorded = record.prerequisites.iter().all(|p| {
+        std::fs::canonicalize(working_dir.join(&p.path)).is_ok_and(|path| recorded.contains(&path))
+    });
+    if text.len() <= MAX_SHARED_RECORD && named_are_recorded {
+        let _ = std::fs::write(entry_dir.join(RECORD_FILE), text);
+    }
+}
+
 /// Reads the record of the entry at `entry_dir`.
 pub(crate) fn load(entry_dir: &Path) -> Option<CompilerRecord> {
     let bytes = std::fs::read(entry_dir.join(RECORD_FILE)).ok()?;
-    let stored: Stored = serde_json::from_slice(&bytes).ok()?;
+    parse(&bytes)
+}
+
+fn parse(bytes: &[u8]) -> Option<CompilerRecord> {
+    let stored: Stored = serde_json::from_slice(bytes).ok()?;
     if stored.version != RECORD_VERSION {
         return None;
     }

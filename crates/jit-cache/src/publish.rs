@@ -623,8 +623,9 @@ fn binding_of(
 ) -> Option<SourceBinding> {
     let binding = prepared.binding.as_ref()?;
     let bound = names_source_in.is_some()
-        // Diagnostics name the source as spelled, and a dependency file the headers beside it.
-        || !compiled.stderr.is_empty()
+        // Diagnostics replayed on a hit name the source as spelled (and nvcc's module id where
+        // they name an entity), and a dependency file names the headers beside it.
+        || output_names_source(compiled.stderr.as_bytes(), binding)
         || inputs.headers.iter().any(|h| h.base == Base::SourceDir)
         || output_names_source(&compiled.artifact_bytes, binding);
     bound.then(|| binding.clone())

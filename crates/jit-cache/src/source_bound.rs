@@ -21,9 +21,10 @@
 //!   derives from the source's absolute path, `_<hash>_<length>_<file name mangled>_<hash>`; the
 //!   id, its usual markers, or the source's path or directory in the bytes (raw, or as PTX's
 //!   decimal string arrays) bind.
-//! - **What the compile printed and read**: diagnostics name the source as spelled, and a
-//!   dependency file names the headers found beside it, so a compile with any diagnostics, or one
-//!   that read a header from the source's directory, binds.
+//! - **What the compile printed and read**: diagnostics that name the source (its path or
+//!   directory, or the module id, checked as the output is) and a dependency file that names a
+//!   header found beside it bind; diagnostics that name neither (GCC's `-Wno-abi` note, which
+//!   DeepGEMM's flags print on every compile) are the same for every directory.
 //!
 //! Lookups in the source's directory are recorded relative to it already (`Base::SourceDir`), so
 //! an unbound variant is checked against the directory of each request that reaches it.

@@ -223,8 +223,12 @@ fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
     let root = jit_cache::default_root()
         .ok_or_else(|| Fallback::Cache("no cache directory (set JIT_CACHE_DIR)".into()))?;
     let nvcc = nvcc::Nvcc::at(real).map_err(|e| Fallback::Cache(e.to_string()))?;
-    let cache = Cache::open_with(&root, CacheOptions::default().nvcc(nvcc))
-        .map_err(|e| Fallback::Cache(e.to_string()))?;
+    // The fleet's tier from the environment: a build system runs `nvcc` with no flag of ours.
+    let mut options = CacheOptions::default().nvcc(nvcc);
+    if let Some(remote) = crate::fleet::remote(None, None) {
+        options = options.remote(remote);
+    }
+    let cache = Cache::open_with(&root, options).map_err(|e| Fallback::Cache(e.to_string()))?;
 
     let spec = spec_for(&command);
     let (answer, record) = match cache.get_or_build_with_record(&spec) {

@@ -5,6 +5,7 @@
 mod support;
 
 mod cli;
+mod deepgemm;
 mod kills;
 mod launcher;
 mod never_guesses;

@@ -234,6 +234,19 @@ fn publish_fetched(
     let artifact_path = staging.path().join(&meta.artifact_file);
     std::fs::write(&artifact_path, bytes)
         .map_err(|e| Error::io("write fetched artifact", &artifact_path, e))?;
+    if let Some(text) = &remote_variant.record {
+        let headers = inputs
+            .headers
+            .iter()
+            .filter_map(|h| prepared.search.path_of(h.base, &h.rel))
+            .collect();
+        crate::compiler_record::write_shared(
+            staging.path(),
+            text,
+            &headers,
+            &request.working_dir,
+        );
+    }
     let target = layout.entry_dir(&prepared.key, &variant);
     let staged = Staged {
         staging,
@@ -344,6 +357,7 @@ pub(crate) fn share_build(
         headers: inputs.headers,
         absent: inputs.absent,
         source: inputs.source,
+        record: crate::compiler_record::shared_text(&layout.entry_dir(&meta.key, &meta.variant)),
         created_unix_ms: meta.created_unix_ms,
         compile_ms: meta.compile_ms,
         host: meta.host.clone(),

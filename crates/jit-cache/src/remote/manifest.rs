@@ -39,6 +39,10 @@ pub(crate) struct RemoteVariant {
     /// The source the output names, when it may (`source_bound.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) source: Option<SourceBinding>,
+    /// The compile's record (`compiler_record.rs`, its stored text), for launchers on other
+    /// hosts; checked against the variant's headers before it is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) record: Option<String>,
     pub(crate) created_unix_ms: u64,
     pub(crate) compile_ms: u64,
     pub(crate) host: String,
@@ -131,6 +135,7 @@ mod tests {
             headers: inputs.headers,
             absent: inputs.absent,
             source: inputs.source,
+            record: None,
             created_unix_ms: 0,
             compile_ms: 0,
             host: "h".into(),
