@@ -190,7 +190,14 @@ pub(crate) fn parse(
         [] => return Err(reason("no source")),
         _ => return Err(reason("several inputs")),
     };
-    if !source.ends_with(".cu") {
+    // nvcc reads `-x` for every input, the last value winning: `-x cu` makes any file a CUDA
+    // source, as the `.cu` suffix does (another language for a `.cu` is a keyed flag nvcc
+    // follows).
+    let language = flags.items.iter().rev().find_map(|item| match item {
+        Item::Opt(arg) if arg.opt.short == "-x" => arg.value.as_deref(),
+        _ => None,
+    });
+    if !source.ends_with(".cu") && language != Some("cu") {
         return Err(reason("input is not a .cu source"));
     }
     let deps = match dep_mode {
@@ -360,6 +367,18 @@ mod tests {
         assert_eq!(refused(&["-c", "a.cu", "b.cu"]), "several inputs");
         assert_eq!(refused(&["-c", "-cubin", "a.cu"]), "several output kinds");
         assert_eq!(refused(&["-c", "a.cpp"]), "input is not a .cu source");
+        assert_eq!(
+            refused(&["-x", "cu", "-x", "c++", "-c", "a.cpp"]),
+            "input is not a .cu source",
+            "the last -x wins, as nvcc reads it"
+        );
+        for args in [
+            &["-x", "cu", "-cubin", "a.cpp"][..],
+            &["-cubin", "a.cpp", "--x=cu"],
+            &["-x", "c++", "--x", "cu", "-cubin", "a.cpp"],
+        ] {
+            assert_eq!(parsed(args).source, "a.cpp", "{args:?}: -x cu makes a.cpp CUDA");
+        }
         assert_eq!(
             refused(&["-c", "-MF", "a.d", "a.cu"]),
             "-MF, -MT or -MP without -MD or -MMD"
