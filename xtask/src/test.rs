@@ -6,7 +6,9 @@
 //! (`python.rs`), the packaged `durable-fs` built
 //! and run outside the workspace (`package_check.rs`), the loom models in their own target
 //! directory, and quick crash-test, race and power-loss runs (on the debug binaries the test step
-//! built).
+//! built). The production crates' never-guesses, release and pipeline tests run again on each
+//! earlier CUDA 13 release setup installs (13.0, 13.3); `cargo xtask test --releases` runs all
+//! their tests there.
 //!
 //! The production crates (`PRODUCTION_CRATES`) are tested on their own: the test-support crates
 //! switch on `jit-cache/failpoints`, and Cargo's feature unification would carry it into any build
@@ -32,6 +34,10 @@ const PRODUCTION_CRATES: &[&str] = &["jit-cache", "jit-cache-cli"];
 /// The production crates' tests that need jit-cache's failpoints: a name filter, and the feature.
 const FAILPOINT_TESTS: &str = "failpoint";
 const FAILPOINT_FEATURES: &str = "jit-cache/failpoints,jit-cache-cli/failpoints";
+
+/// The production tests run on every other CUDA 13 release (a name filter): the never-guesses
+/// tests, the release check, DeepGEMM's command lines and CMake's build.
+const RELEASE_TESTS: &str = "never_guesses|releases::|deepgemm|pipelines_cmake";
 
 /// `-p <crate>` for each production crate.
 fn production_packages() -> Vec<&'static str> {
@@ -79,6 +85,7 @@ fn test_command(selection: &[&str], filter: Option<&str>) -> Command {
 
 pub fn run(args: &[String]) -> Result<()> {
     let quick = args.iter().any(|a| a == "--no-lint");
+    let all_releases = args.iter().any(|a| a == "--releases");
     let mut timings: Vec<(String, Duration)> = Vec::new();
     let mut step = |name: &str, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
         eprintln!("\n==> xtask test: {name}");
@@ -149,6 +156,23 @@ pub fn run(args: &[String]) -> Result<()> {
         let mut cmd = test_command(&production_packages(), None);
         with_test_env(&mut cmd);
         util::run_checked(&mut cmd)
+    })?;
+    // Every CUDA 13 release the suite installs besides the table's own (issue 30): the
+    // never-guesses tests, the release check and real pipelines' command lines (DeepGEMM's,
+    // CMake's) here; with `--releases`, every production test.
+    step("tests releases", &mut || {
+        for (release, release_nvcc) in crate::setup::other_releases()? {
+            eprintln!(
+                "==> xtask test: nvcc {release} ({})",
+                release_nvcc.display()
+            );
+            let filter = (!all_releases).then_some(RELEASE_TESTS);
+            let mut cmd = test_command(&production_packages(), filter);
+            with_test_env(&mut cmd);
+            cmd.env("NVCC", &release_nvcc);
+            util::run_checked(&mut cmd)?;
+        }
+        Ok(())
     })?;
     step("tests failpoints", &mut || {
         let mut selection = production_packages();

@@ -1,4 +1,5 @@
-//! `cargo xtask bench launcher`: `jit-cache nvcc` against `ccache nvcc` on the same command lines.
+//! `cargo xtask bench launcher`: `jit-cache nvcc` against `ccache nvcc` on the same command lines
+//! (section 5: DeepGEMM's, one kernel in fresh uuid directories).
 //!
 //! 1. Miss overhead: unique kernels compiled to objects by bare nvcc, by the launcher and by
 //!    ccache (cold), interleaved; the median of the paired ratios to bare nvcc.
@@ -68,6 +69,92 @@ fn main() {
     if want("eight") {
         eight_identical(dir.path(), &nvcc);
     }
+    if want("deepgemm") {
+        deepgemm_uuid_dirs(dir.path(), &nvcc, runs);
+    }
+}
+
+/// DeepGEMM's shape: a header tree under `-I<lib>` and each kernel written into a fresh
+/// `<cache>/tmp/<uuid>/kernel.cu`, compiled from `<cache>/tmp` by its exact command line.
+fn deepgemm_uuid_dirs(dir: &Path, nvcc: &Path, runs: usize) {
+    let work = dir.join("deepgemm");
+    let include = work.join("lib/include/deep_gemm");
+    std::fs::create_dir_all(&include).expect("mkdir include");
+    std::fs::write(
+        include.join("gemm.cuh"),
+        "#pragma once\n#include <cuda/std/cstdint>\n#include <cassert>\n\
+         #define DG_DEVICE_ASSERT(c) do { if (!(c)) { printf(\"%s:%d\\n\", __FILE__, __LINE__); asm(\"trap;\"); } } while (0)\n\
+         namespace deep_gemm { template <uint32_t M, uint32_t N> __global__ void gemm(float *d, const float *a, uint32_t m) {\n\
+         DG_DEVICE_ASSERT(m % M == 0); const uint32_t i = blockIdx.x * N + threadIdx.x; d[i] = a[i] * M + N; } }\n",
+    )
+    .expect("write header");
+    let source = "#include <deep_gemm/gemm.cuh>\nusing namespace deep_gemm;\n\
+                  static void __instantiate_kernel() { auto ptr = reinterpret_cast<void*>(&gemm<64, 128>); }\n";
+    let tmp = work.join("cache/tmp");
+    let flags = [
+        "-std=c++20".to_string(),
+        "--diag-suppress=39,161,174,177,186,940".into(),
+        "--ptxas-options=--register-usage-level=10".into(),
+        format!("-I{}", work.join("lib/include").display()),
+        "--gpu-architecture=sm_90a".into(),
+        "--compiler-options=-fPIC,-O3,-fconcepts,-Wno-deprecated-declarations,-Wno-abi".into(),
+        "-O3".into(),
+        "--expt-relaxed-constexpr".into(),
+        "--expt-extended-lambda".into(),
+    ];
+    let (cache, ccache_dir) = (work.join("jit"), work.join("ccache"));
+    let dirs = 20.max(runs + 1);
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for n in 0..dirs {
+        for who in ["jit", "ccache"] {
+            let uuid = tmp.join(format!("{who}-{n:04x}-5eed-4b2a-9f00"));
+            std::fs::create_dir_all(&uuid).expect("mkdir uuid");
+            std::fs::write(uuid.join("kernel.cu"), source).expect("write kernel");
+            let mut cmd = if who == "jit" {
+                launcher(&cache, nvcc, &tmp)
+            } else {
+                ccache(&ccache_dir, nvcc, &tmp)
+            };
+            cmd.arg(uuid.join("kernel.cu"))
+                .arg("-cubin")
+                .arg("-o")
+                .arg(uuid.join("kernel.cubin"))
+                .args(&flags);
+            let took = ms(time_cmd(&mut cmd));
+            if n > 0 {
+                if who == "jit" {
+                    ours.push(took)
+                } else {
+                    theirs.push(took)
+                }
+            }
+        }
+    }
+    let built = Command::new(LAUNCHER)
+        .args(["--json", "stats"])
+        .env("JIT_CACHE_DIR", &cache)
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|v| v["stats"]["built"].as_u64())
+        .unwrap_or(0);
+    let ccache_hits = ccache_stat(&ccache_dir, "direct_cache_hit")
+        + ccache_stat(&ccache_dir, "preprocessed_cache_hit");
+    println!(
+        "\n5. DeepGEMM: one kernel in {dirs} fresh uuid directories (its command line, -cubin)"
+    );
+    println!(
+        "   {:<40} {:>9}   (goal 19 of 20)",
+        "jit-cache nvcc: hits",
+        format!("{}/{dirs}", dirs as u64 - built)
+    );
+    println!(
+        "   {:<40} {:>9}",
+        "ccache nvcc: hits",
+        format!("{ccache_hits}/{dirs}")
+    );
+    report_hit(median(ours), median(theirs), None);
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -65,6 +65,24 @@ pub(crate) fn prepare(
     hash_extra_file: &dyn Fn(&std::path::Path) -> Result<Digest>,
 ) -> Result<Prepared> {
     let spec = &request.spec;
+    // The table is nvcc 13.5's; the release that runs the command may lack an option it knows.
+    if let Some(release) = &toolchain.options {
+        let missing = request
+            .options
+            .iter()
+            .filter_map(|name| nvcc::options::find(name))
+            .find(|opt| !release.has(opt));
+        if let Some(missing) = missing {
+            return Err(Error::InvalidSpec {
+                name: spec.name.clone(),
+                reason: format!(
+                    "nvcc {} has no option `{}`: not cached",
+                    toolchain.version,
+                    missing.long_or_short()
+                ),
+            });
+        }
+    }
     let mut manifest = Manifest::new();
     manifest.insert_value(
         "format",

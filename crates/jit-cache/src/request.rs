@@ -128,6 +128,10 @@ pub(crate) struct Request {
     /// `-Xptxas -g`, `-Xcompiler -g3`, `-Xcompiler -gdwarf-4`, ...), which names the working
     /// directory.
     pub(crate) debug: bool,
+    /// Every nvcc option the command uses (the environment's flags included), for the check
+    /// against the release that will run it (`nvcc::release`).
+    /// Each by its short name (the table's key).
+    pub(crate) options: Vec<&'static str>,
 }
 
 impl Request {
@@ -252,7 +256,13 @@ impl Request {
         let mut search = UserSearch::default();
         let mut ccbin = None;
         let mut debug = false;
+        let mut options: Vec<&'static str> = Vec::new();
         for item in &whole.items {
+            if let Item::Opt(arg) = item {
+                if !options.contains(&arg.opt.short) {
+                    options.push(arg.opt.short);
+                }
+            }
             let arg = match item {
                 Item::Input(input) => {
                     return Err(invalid(format!(
@@ -369,6 +379,7 @@ impl Request {
                     .map(PathBuf::from)
             }),
             debug,
+            options,
         })
     }
 }

@@ -260,7 +260,12 @@ pub(crate) fn output_names_source(bytes: &[u8], binding: &SourceBinding) -> bool
         places.push(&binding.spelled);
         places.extend(spelled.parent().and_then(Path::to_str));
     }
-    places.extend(absolute.parent().and_then(Path::to_str).filter(|p| *p != "/"));
+    places.extend(
+        absolute
+            .parent()
+            .and_then(Path::to_str)
+            .filter(|p| *p != "/"),
+    );
     places.iter().any(|place| {
         let decimal = |sep: &str| {
             place
@@ -291,7 +296,10 @@ mod tests {
                       template <int N> __global__ void k(int *p) { DG_ASSERT(p); }\n";
         let source = "#include <dg/k.cuh>\nstatic void i() { auto p = (void*)&k<3>; }\n";
         assert_eq!(
-            binding_of(&[("/lib/dg/k.cuh", header, false), ("/t/u/kernel.cu", source, true)]),
+            binding_of(&[
+                ("/lib/dg/k.cuh", header, false),
+                ("/t/u/kernel.cu", source, true)
+            ]),
             None,
             "__FILE__ in a header expands to the header's own name, which the key holds"
         );
@@ -303,7 +311,10 @@ mod tests {
                         #define CHECK(x) assert(x)\n";
         let source = "__global__ void k(int *p) { CHECK(p != 0); }\n";
         assert_eq!(
-            binding_of(&[("/usr/include/assert.h", assert_h, false), ("/t/k.cu", source, true)]),
+            binding_of(&[
+                ("/usr/include/assert.h", assert_h, false),
+                ("/t/k.cu", source, true)
+            ]),
             Some(PathBuf::from("/t/k.cu")),
             "CHECK reaches __FILE__ through assert"
         );
@@ -341,13 +352,19 @@ mod tests {
             &b
         ));
         assert!(output_names_source(b"_ZN9_x_9_kernel_cu_ffa04dc3E", &b));
-        assert!(output_names_source(b"assert at /cache/tmp/1f2e/kernel.cu:3", &b));
+        assert!(output_names_source(
+            b"assert at /cache/tmp/1f2e/kernel.cu:3",
+            &b
+        ));
         let ptx: String = "/cache/tmp/1f2e"
             .bytes()
             .map(|c| c.to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        assert!(output_names_source(format!(".b8 $str[9] = {{{ptx}, 0}};").as_bytes(), &b));
+        assert!(output_names_source(
+            format!(".b8 $str[9] = {{{ptx}, 0}};").as_bytes(),
+            &b
+        ));
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub(crate) struct Toolchain {
     /// The default host compiler (no `-ccbin` in the flags).
     pub(crate) host: Arc<HostCompiler>,
     pub(crate) toolkit_root: PathBuf,
+    /// The options this release's `nvcc --help` lists (None when it printed no such list: the
+    /// table alone then reads commands, as before releases were told apart).
+    pub(crate) options: Option<Arc<nvcc::release::ReleaseOptions>>,
     /// Where the identity cache lives (None for an unusable root: nothing is saved).
     state_dir: Option<PathBuf>,
 }
@@ -59,6 +62,12 @@ impl Toolchain {
         let toolkit_root =
             std::fs::canonicalize(&toolkit.top).unwrap_or_else(|_| toolkit.top.clone());
         let host = Arc::new(probe_host(None, &toolkit, &toolkit_root, &mut cache));
+        // The release's own option list, from the toolkit's nvcc (not a wrapper in front of it),
+        // once per identity: the identity cache keeps the output with the binary's digest.
+        let options = fingerprint::tool_identity(real.path(), &[], &["--help"], &mut cache)
+            .ok()
+            .and_then(|help| nvcc::release::ReleaseOptions::from_help(&help.version))
+            .map(Arc::new);
         // The identity cache only saves work; a cache that cannot be written is no error.
         if let Some(file) = &cache_file {
             let _ = cache.save_if_changed(file);
@@ -75,6 +84,7 @@ impl Toolchain {
             version,
             host,
             toolkit_root,
+            options,
             state_dir: state_dir.map(Path::to_path_buf),
         })
     }

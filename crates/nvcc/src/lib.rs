@@ -73,6 +73,7 @@ mod identity;
 mod job;
 mod locate;
 pub mod options;
+pub mod release;
 mod runner;
 mod toolchain;
 

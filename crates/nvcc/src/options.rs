@@ -183,8 +183,8 @@ pub const OPTIONS: &[Opt] = &[
     o("-m64", "--m64", false, Keyed),
     o("-Xlinker", "--linker-options", true, Keyed),
     o("-Xptxas", "--ptxas-options", true, Keyed),
-    // Accepted by nvcc 13.5 though `--help` does not list them (FlashInfer passes the first
-    // with every module).
+    // Accepted by nvcc though `--help` does not list them (FlashInfer passes the first with
+    // every module): `UNLISTED`.
     o("-Xfatbin", "--fatbin-options", true, Keyed),
     o("-Xcudafe", "--cudafe-options", true, Keyed),
     o("-Xnvlink", "--nvlink-options", true, Keyed),
@@ -394,6 +394,11 @@ impl Opt {
         }
     }
 }
+
+/// Options nvcc accepts though its `--help` lists none of them (checked against every release
+/// the suite runs: `tests/all/tables.rs`): a release's own `--help` cannot say whether it has
+/// them, so [`crate::release::ReleaseOptions`] takes them as had.
+pub const UNLISTED: &[&str] = &["-Xfatbin", "-Xcudafe"];
 
 /// The option spelled exactly `name` (its short or long name, without a value).
 pub fn find(name: &str) -> Option<&'static Opt> {

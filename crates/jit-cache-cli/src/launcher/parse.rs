@@ -377,7 +377,11 @@ mod tests {
             &["-cubin", "a.cpp", "--x=cu"],
             &["-x", "c++", "--x", "cu", "-cubin", "a.cpp"],
         ] {
-            assert_eq!(parsed(args).source, "a.cpp", "{args:?}: -x cu makes a.cpp CUDA");
+            assert_eq!(
+                parsed(args).source,
+                "a.cpp",
+                "{args:?}: -x cu makes a.cpp CUDA"
+            );
         }
         assert_eq!(
             refused(&["-c", "-MF", "a.d", "a.cu"]),

@@ -170,7 +170,13 @@ fn heavy_deepgemm_kernels_in_fresh_uuid_directories_are_hits_equal_to_bare_nvcc(
     let source = kernel_cu(64, "");
     let launcher = dg.launcher(&dg.jit_cache, &[]);
     let uuids: Vec<String> = (0..20)
-        .map(|n| format!("{:08x}-7c1e-4b2a-9f00-{:012x}", 0x5eed_0000u32 + n, n * 7919))
+        .map(|n| {
+            format!(
+                "{:08x}-7c1e-4b2a-9f00-{:012x}",
+                0x5eed_0000u32 + n,
+                n * 7919
+            )
+        })
         .collect();
     let mut answers = Vec::new();
     for uuid in &uuids {

@@ -240,12 +240,7 @@ fn publish_fetched(
             .iter()
             .filter_map(|h| prepared.search.path_of(h.base, &h.rel))
             .collect();
-        crate::compiler_record::write_shared(
-            staging.path(),
-            text,
-            &headers,
-            &request.working_dir,
-        );
+        crate::compiler_record::write_shared(staging.path(), text, &headers, &request.working_dir);
     }
     let target = layout.entry_dir(&prepared.key, &variant);
     let staged = Staged {
