@@ -12,10 +12,11 @@
 //! - **The text** (scanned by `inputs.rs` through [`PathTokens`]): `__FILE__` and the builtins
 //!   behind `std::source_location` expand to the file they are written in, so a use of them, or of
 //!   a macro whose body reaches them (`assert`), in the source or in a header found through the
-//!   source's directory binds; `__BASE_FILE__`, `__builtin_FILE` and `__builtin_source_location`
-//!   anywhere bind (the first always names the source, the others are default arguments evaluated
-//!   where a call is written). A file the compile read that no directive reached was not scanned,
-//!   and binds.
+//!   source's directory binds; a use of `__BASE_FILE__`, `__builtin_FILE` or
+//!   `__builtin_source_location` (or of a macro reaching them) anywhere binds (the first always
+//!   names the source, the others are default arguments evaluated where a call is written). A
+//!   directive line uses nothing: `#if __has_builtin(__builtin_FILE)` probes, and a `#define`
+//!   is followed through the uses of its name.
 //! - **The output** ([`output_names_source`]): nvcc names entities of internal linkage (an
 //!   anonymous namespace, libcu++'s `cuda::std::ignore`, `-rdc` statics) after a module id it
 //!   derives from the source's absolute path, `_<hash>_<length>_<file name mangled>_<hash>`; the
@@ -81,48 +82,68 @@ const ANY_FILE: &[&[u8]] = &[
     b"__builtin_source_location",
 ];
 
-/// What the scan of the files a compile read found about path spellings.
+/// What the scan of the files a compile read found about path spellings. Directive lines are
+/// no use of what they name (`#if __has_builtin(__builtin_FILE)` probes, `#define` defines):
+/// a definition's body is followed through every use of its name, and a use is a word on any
+/// other line.
 #[derive(Debug, Default)]
 pub(crate) struct PathTokens {
     /// Each macro defined anywhere, with the identifiers of its bodies (every definition).
     defines: HashMap<Vec<u8>, HashSet<Vec<u8>>>,
-    /// The files whose own spelling derives from the source's, with their identifiers.
+    /// The files whose own spelling derives from the source's, with the words they use.
     source_files: Vec<(PathBuf, HashSet<Vec<u8>>)>,
-    /// The first file that names the source wherever it is written.
-    anywhere: Option<PathBuf>,
+    /// The words used anywhere, each with the first file that uses it.
+    used: HashMap<Vec<u8>, PathBuf>,
 }
 
 impl PathTokens {
     /// Scans one file the compile read. `near_source`: the source itself, or a header found
     /// through the source's directory (its `__FILE__` spells the source's directory).
     pub(crate) fn add_file(&mut self, path: &Path, text: &[u8], near_source: bool) {
-        let mut all = HashSet::new();
-        for (at, word) in identifiers(text) {
-            if self.anywhere.is_none()
-                && ANY_FILE.contains(&word)
-                && !inside_has_builtin(&text[..at])
-            {
-                self.anywhere = Some(path.to_path_buf());
+        let mut words = HashSet::new();
+        for line in logical_lines(text) {
+            let rest = trim_start(&line);
+            if let Some(directive) = rest.strip_prefix(b"#") {
+                if let Some((name, body)) = definition(directive) {
+                    self.defines.entry(name).or_default().extend(body);
+                }
+                continue;
             }
-            if near_source {
-                all.insert(word.to_vec());
+            for (_, word) in identifiers(&line) {
+                if !self.used.contains_key(word) {
+                    self.used.insert(word.to_vec(), path.to_path_buf());
+                }
+                if near_source {
+                    words.insert(word.to_vec());
+                }
             }
-        }
-        for (name, body) in defines(text) {
-            self.defines.entry(name).or_default().extend(body);
         }
         if near_source {
-            self.source_files.push((path.to_path_buf(), all));
+            self.source_files.push((path.to_path_buf(), words));
         }
     }
 
     /// The first file whose text may make the output name the source, if any.
     pub(crate) fn binding_file(&self) -> Option<PathBuf> {
-        if let Some(path) = &self.anywhere {
+        let anywhere = self.reaching(ANY_FILE);
+        let used_anywhere = anywhere
+            .iter()
+            .filter_map(|word| self.used.get(*word))
+            .min();
+        if let Some(path) = used_anywhere {
             return Some(path.clone());
         }
-        // The macros whose expansion reaches a path token, to a fixed point.
-        let mut naming: HashSet<&[u8]> = CURRENT_FILE.iter().chain(ANY_FILE).copied().collect();
+        let tokens: Vec<&[u8]> = CURRENT_FILE.iter().chain(ANY_FILE).copied().collect();
+        let naming = self.reaching(&tokens);
+        self.source_files
+            .iter()
+            .find(|(_, words)| words.iter().any(|w| naming.contains(w.as_slice())))
+            .map(|(path, _)| path.clone())
+    }
+
+    /// `tokens` and every macro whose expansion reaches one of them, to a fixed point.
+    fn reaching<'a>(&'a self, tokens: &[&'a [u8]]) -> HashSet<&'a [u8]> {
+        let mut naming: HashSet<&[u8]> = tokens.iter().copied().collect();
         loop {
             let before = naming.len();
             for (name, body) in &self.defines {
@@ -133,32 +154,43 @@ impl PathTokens {
                 }
             }
             if naming.len() == before {
-                break;
+                return naming;
             }
         }
-        self.source_files
-            .iter()
-            .find(|(_, words)| words.iter().any(|w| naming.contains(w.as_slice())))
-            .map(|(path, _)| path.clone())
     }
 }
 
-/// Whether the text just before an identifier opens `__has_builtin(`: a probe, not a use.
-fn inside_has_builtin(before: &[u8]) -> bool {
-    let trimmed = trim_end(before);
-    let Some(open) = trimmed.strip_suffix(b"(") else {
-        return false;
-    };
-    trim_end(open).ends_with(b"__has_builtin")
+/// The logical lines of a text: physical lines joined where one ends in a backslash.
+fn logical_lines(text: &[u8]) -> Vec<Vec<u8>> {
+    let mut lines = Vec::new();
+    let mut physical = text.split(|b| *b == b'\n');
+    while let Some(first) = physical.next() {
+        let mut line = first.to_vec();
+        while line.ends_with(b"\\") || line.ends_with(b"\\\r") {
+            while matches!(line.last(), Some(b'\\' | b'\r')) {
+                line.pop();
+            }
+            match physical.next() {
+                Some(more) => line.extend_from_slice(more),
+                None => break,
+            }
+        }
+        lines.push(line);
+    }
+    lines
 }
 
-fn trim_end(text: &[u8]) -> &[u8] {
-    let n = text
-        .iter()
-        .rev()
-        .take_while(|b| b.is_ascii_whitespace())
-        .count();
-    &text[..text.len() - n]
+/// The name and body words of a `define` directive (the text after its `#`).
+fn definition(directive: &[u8]) -> Option<(Vec<u8>, HashSet<Vec<u8>>)> {
+    let rest = trim_start(trim_start(directive).strip_prefix(b"define")?);
+    let name_len = rest.iter().take_while(|b| is_ident(**b)).count();
+    if name_len == 0 {
+        return None;
+    }
+    let body = identifiers(&rest[name_len..])
+        .map(|(_, w)| w.to_vec())
+        .collect();
+    Some((rest[..name_len].to_vec(), body))
 }
 
 fn is_ident(b: u8) -> bool {
@@ -187,42 +219,6 @@ fn identifiers(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
         }
         None
     })
-}
-
-/// The macros a text defines (`#define NAME ...`, continued lines joined), with the identifiers
-/// of each body (parameters included: harmless, they are no path token).
-fn defines(text: &[u8]) -> Vec<(Vec<u8>, HashSet<Vec<u8>>)> {
-    let mut found = Vec::new();
-    let mut lines = text.split(|b| *b == b'\n').peekable();
-    while let Some(first) = lines.next() {
-        let mut line = first.to_vec();
-        while line.last() == Some(&b'\\') || line.ends_with(b"\\\r") {
-            while matches!(line.last(), Some(b'\\' | b'\r')) {
-                line.pop();
-            }
-            match lines.next() {
-                Some(more) => line.extend_from_slice(more),
-                None => break,
-            }
-        }
-        let rest = trim_start(&line);
-        let Some(rest) = rest.strip_prefix(b"#") else {
-            continue;
-        };
-        let Some(rest) = trim_start(rest).strip_prefix(b"define") else {
-            continue;
-        };
-        let rest = trim_start(rest);
-        let name_len = rest.iter().take_while(|b| is_ident(**b)).count();
-        if name_len == 0 {
-            continue;
-        }
-        let body = identifiers(&rest[name_len..])
-            .map(|(_, w)| w.to_vec())
-            .collect();
-        found.push((rest[..name_len].to_vec(), body));
-    }
-    found
 }
 
 fn trim_start(text: &[u8]) -> &[u8] {

@@ -7,22 +7,12 @@ use nvcc::cmdline::{self, Sources};
 use nvcc::host_options;
 use std::process::Command;
 
-/// `(long name, short name, takes a value)` for each option in `nvcc --help`.
+/// `(long name, short name, takes a value)` for each option in `nvcc --help`, by the crate's
+/// one reader of it.
 fn nvcc_help_options(help: &str) -> Vec<(String, String, bool)> {
-    help.lines()
-        .filter(|l| l.starts_with("--"))
-        .filter_map(|l| {
-            let words: Vec<&str> = l.split_whitespace().collect();
-            let long = words.first()?.to_string();
-            let short = words
-                .last()?
-                .trim_matches(|c| c == '(' || c == ')')
-                .to_string();
-            // A placeholder between the names (`<file>`, `{true|false}`, `[a,b]`, `entry,...`)
-            // means a value.
-            let value = words.len() > 2;
-            Some((long, short, value))
-        })
+    nvcc::release::help_options(help)
+        .into_iter()
+        .map(|o| (o.long, o.short, o.value))
         .collect()
 }
 
