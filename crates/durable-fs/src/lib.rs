@@ -125,7 +125,9 @@ pub use error::{Error, Result};
 pub use flush::{Flush, FlushStrategy};
 pub use fsync::{fsync_dir, fsync_parent, fsync_path, fsync_tree};
 pub use host::{host_id, temp_name_host, HOST_ID_ENV};
-pub use lock::{lock, lock_file_for_key, try_lock, LockGuard, LockMode, Wait};
+pub use lock::{
+    lock, lock_file_for_key, prepare_fork, try_lock, ForkPrepared, LockGuard, LockMode, Wait,
+};
 pub use put::{put, put_with};
 pub use registry::remove_live_temps;
 pub use rename::{atomic_rename, exchange, rename_noreplace, PublishOutcome};

@@ -1,8 +1,10 @@
 //! Advisory file locks on `flock(2)`: shared or exclusive, with a wait policy, released on drop.
 
+use std::collections::HashSet;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustix::fs::{FlockOperation, Mode, OFlags, CWD};
@@ -53,12 +55,17 @@ impl From<Wait> for Attempt {
 /// open file description, so closing our descriptor alone would not release it) and closes the
 /// file. The lock file is never deleted: a holder that deleted it would let the next locker
 /// create and lock a new inode while a waiter locks the old one.
+///
+/// A guard a forked child inherited (made by another process) never unlocks: the lock is its
+/// parent's, and an explicit `LOCK_UN` from the child would release it under the parent.
 #[must_use = "the lock is released when the guard is dropped"]
 #[derive(Debug)]
 pub struct LockGuard {
     held: Held<OwnedFd>,
     path: PathBuf,
     mode: LockMode,
+    /// The process that took the lock.
+    pid: u32,
 }
 
 impl LockGuard {
@@ -72,11 +79,88 @@ impl LockGuard {
         self.mode
     }
 
-    /// Unlocks now and reports an error, which dropping the guard would ignore.
+    /// Unlocks now and reports an error, which dropping the guard would ignore. In a forked
+    /// child, whose guard is its parent's, it only forgets the guard.
     pub fn unlock(mut self) -> Result<()> {
+        self.forget_if_inherited();
         self.held
             .release()
             .map_err(|e| Error::new("unlock", &self.path, e))
+    }
+
+    /// Forgets the descriptor (before it is closed, so a fork never sees a reused number) and,
+    /// in a process that did not take the lock, marks it released so no `LOCK_UN` is sent.
+    fn forget_if_inherited(&mut self) {
+        if !self.held.released {
+            forget_held(self.held.flock.as_raw_fd());
+        }
+        if self.pid != std::process::id() {
+            self.held.released = true;
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        // `held` unlocks when it is dropped right after this, unless this marked it released.
+        self.forget_if_inherited();
+    }
+}
+
+/// The descriptors whose `flock` this process holds (every [`LockGuard`] and staging
+/// directory), so that a forked child can let go of its copies (see [`prepare_fork`]).
+fn held_descriptors() -> &'static Mutex<HashSet<RawFd>> {
+    static HELD: OnceLock<Mutex<HashSet<RawFd>>> = OnceLock::new();
+    HELD.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+fn held_set() -> MutexGuard<'static, HashSet<RawFd>> {
+    // Every critical section is one set operation: a poisoned lock still holds a valid set.
+    held_descriptors().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Notes a descriptor whose `flock` this process now holds.
+pub(crate) fn note_held(fd: impl AsFd) {
+    held_set().insert(fd.as_fd().as_raw_fd());
+}
+
+/// Forgets a held descriptor; call it before the descriptor is closed.
+pub(crate) fn forget_held(fd: RawFd) {
+    held_set().remove(&fd);
+}
+
+/// The lock descriptors' fork rule, taken just before `fork` (a `pthread_atfork` prepare
+/// handler) and handed to the parent's or the child's side after it.
+///
+/// A child forked without exec inherits a copy of every descriptor, and with it every `flock`
+/// this process holds (a lock belongs to the open file description, which the copies share):
+/// a producer killed -9 would keep its key locked for as long as any child it forked lives.
+/// `O_CLOEXEC` does not help without exec. Holding this from before the fork to after it means
+/// no thread is inside the registry at the fork, so the child's copy is whole.
+#[must_use = "hand it to in_parent or in_child after the fork"]
+#[derive(Debug)]
+pub struct ForkPrepared {
+    held: MutexGuard<'static, HashSet<RawFd>>,
+}
+
+/// Takes the registry of held lock descriptors for a `fork` (see [`ForkPrepared`]). Call it
+/// from a `pthread_atfork` prepare handler; `jit-cache` registers one.
+pub fn prepare_fork() -> ForkPrepared {
+    ForkPrepared { held: held_set() }
+}
+
+impl ForkPrepared {
+    /// After the fork, in the parent: nothing changes.
+    pub fn in_parent(self) {}
+
+    /// After the fork, in the child: forgets every lock descriptor the parent held and returns
+    /// them. The caller must make each number stop referring to the parent's open file
+    /// description without unlocking it (`dup2` of `/dev/null` onto it: closes the copy and
+    /// keeps the number owned by the guard that holds it, whose drop then sends no `LOCK_UN`
+    /// since the child did not take the lock). Closing them is the caller's because this
+    /// crate has no `unsafe`.
+    pub fn in_child(mut self) -> Vec<RawFd> {
+        self.held.drain().collect()
     }
 }
 
@@ -98,9 +182,11 @@ impl LockGuard {
 /// bucket files. Two keys that share a bucket merely serialise.
 ///
 /// # After `fork`
-/// A child inherits the descriptor and with it the lock (one open file description): the lock
-/// is released when the guard is dropped in either process, since the guard unlocks with an
-/// explicit `LOCK_UN`. Drop or [`std::mem::forget`] the guard in the child deliberately.
+/// A child inherits the descriptor and with it the lock (one open file description). The lock
+/// is released when the guard is dropped in the process that took it (an explicit `LOCK_UN`,
+/// which ends it for every copy); the child's copy of the guard never unlocks. The child's
+/// copy of the descriptor keeps the lock alive after the parent dies unless it is closed at
+/// the fork: [`prepare_fork`] is the fork rule that does it (`jit-cache` registers it).
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -167,10 +253,14 @@ fn acquire_at(path: &Path, mode: LockMode, attempt: Attempt) -> Result<Option<Lo
     .map_err(|e| Error::new("open lock file", path, e))?;
     let acquired =
         acquire(&fd, mode, attempt, BackoffPacer::new).map_err(|e| Error::new("lock", path, e))?;
-    Ok(acquired.then(|| LockGuard {
-        held: Held::new(fd),
-        path: path.to_path_buf(),
-        mode,
+    Ok(acquired.then(|| {
+        note_held(&fd);
+        LockGuard {
+            held: Held::new(fd),
+            path: path.to_path_buf(),
+            mode,
+            pid: std::process::id(),
+        }
     }))
 }
 

@@ -1,7 +1,7 @@
 //! A staging directory: build a tree privately, then publish it with one rename.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, Mode, CWD};
@@ -40,6 +40,9 @@ pub struct StagingDir {
     _lock: OwnedFd,
     ticket: registry::Ticket<'static>,
     done: bool,
+    /// The process that made it: a forked child's inherited copy neither removes nor unlocks
+    /// its parent's directory when dropped.
+    pid: u32,
 }
 
 impl StagingDir {
@@ -69,12 +72,16 @@ impl StagingDir {
                 Ok(fd)
             });
             return match lock {
-                Ok(lock) => Ok(StagingDir {
-                    path,
-                    _lock: lock,
-                    ticket,
-                    done: false,
-                }),
+                Ok(lock) => {
+                    crate::lock::note_held(&lock);
+                    Ok(StagingDir {
+                        path,
+                        _lock: lock,
+                        ticket,
+                        done: false,
+                        pid: std::process::id(),
+                    })
+                }
                 Err(e) => {
                     let _ = std::fs::remove_dir(&path);
                     Err(e)
@@ -247,6 +254,12 @@ fn remove_tree(path: &Path) -> Result<()> {
 
 impl Drop for StagingDir {
     fn drop(&mut self) {
+        // Forgotten before the descriptor closes, so a fork never sees its number reused.
+        crate::lock::forget_held(self._lock.as_raw_fd());
+        if self.pid != std::process::id() {
+            // A forked child's copy: the directory and its lock are the parent's.
+            return;
+        }
         if !self.done && !self.ticket.reclaimed() {
             // Best effort: a sweep removes whatever this leaves.
             let _ = std::fs::remove_dir_all(&self.path);

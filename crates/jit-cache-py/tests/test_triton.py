@@ -345,6 +345,93 @@ def test_install_answers_triton_key_from_the_identity_cache_and_stays_exact(tmp_
         assert again["compiles"] == 0, "and finds the same key: a hit"
 
 
+def _digests_covered(value: str, version: str, inputs: list) -> list:
+    """The digests of Triton's key (its version, then one sha256 per file it hashed) that no
+    recorded input's content has: empty when the record lists every file the key covers."""
+    import hashlib
+
+    assert value.startswith(version), value[:40]
+    wanted = set(value[len(version):].split("-"))
+    have = set()
+    for path, _ in inputs:
+        if os.path.isfile(path):
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            have.add(h.hexdigest())
+    return sorted(wanted - have)
+
+
+def test_two_threads_asking_triton_key_first_get_its_key_and_save_a_whole_record(tmp_path):
+    # Both threads make their first call at once: each gets Triton's own key, and the record
+    # saved lists every file whose digest the key holds (triton/language's included), so an
+    # in-place edit of any of them falls back to Triton's function.
+    root = tmp_path / "cache"
+    probe = (
+        "import json, threading, jit_cache.triton, triton.runtime.cache as c\n"
+        "original = c.triton_key\n"
+        "jit_cache.triton.install(cache_manager=False)\n"
+        "start = threading.Barrier(2)\n"
+        "got = []\n"
+        "def ask():\n"
+        "    start.wait()\n"
+        "    try:\n"
+        "        got.append(c.triton_key())\n"
+        "    except Exception as e:\n"
+        "        got.append(repr(e))\n"
+        "threads = [threading.Thread(target=ask) for _ in range(2)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(json.dumps({'got': got, 'own': original()}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=worker_env(root), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["got"] == [report["own"]] * 2, [g[:80] for g in report["got"]]
+    records = list((root / "v2" / "state").glob("triton-key-*.json"))
+    assert records, "a settled install saves its record"
+    record = json.loads(records[0].read_text())
+    language = os.path.join(os.path.dirname(triton.__file__), "language") + os.sep
+    assert any(p.startswith(language) for p, _ in record["inputs"]), "triton/language is listed"
+    missing = _digests_covered(record["key"], triton.__version__, record["inputs"])
+    assert not missing, f"{len(missing)} hashed files are not in the record"
+
+
+def test_a_record_that_does_not_cover_the_key_is_never_saved(tmp_path):
+    # A triton_key that reads a file the recording cannot see (on another thread) answers, and
+    # its record is not saved: a later process runs the function again.
+    root = tmp_path / "cache"
+    hidden = tmp_path / "hidden.py"
+    hidden.write_text("x = 1\n")
+    old = time.time() - 60
+    os.utime(hidden, (old, old))
+    probe = (
+        "import hashlib, json, threading, triton, jit_cache.triton, triton.runtime.cache as c\n"
+        f"hidden = {str(hidden)!r}\n"
+        "def own():\n"
+        "    out = []\n"
+        "    def read():\n"
+        "        with open(hidden, 'rb') as f:\n"
+        "            out.append(hashlib.sha256(f.read()).hexdigest())\n"
+        "    t = threading.Thread(target=read); t.start(); t.join()\n"
+        "    return triton.__version__ + out[0]\n"
+        "c.triton_key = own\n"
+        "jit_cache.triton.install(cache_manager=False)\n"
+        "print(json.dumps({'got': c.triton_key(), 'own': own()}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=worker_env(root), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["got"] == report["own"], report
+    saved = list((root / "v2" / "state").glob("triton-key-*.json"))
+    assert not saved, f"an incomplete record was saved: {saved[0].read_text()[:300]}"
+
+
 @pytest.fixture
 def redis_url(tmp_path):
     """A redis-server of the test's own on a Unix socket (no persistence), stopped after."""

@@ -32,6 +32,10 @@ pub(crate) fn lock_key_within(
 }
 
 fn lock_key_waiting(layout: &Layout, key: &Digest, wait: durable_fs::Wait) -> Result<KeyGuard> {
+    // A key's lock is shared with every child forked while it is held, unless the fork rule
+    // closes the child's copy.
+    #[cfg(not(loom))]
+    crate::fork::register();
     #[cfg(feature = "failpoints")]
     {
         let path = layout.lock_file(key);

@@ -90,6 +90,8 @@ mod error;
 mod evict;
 #[cfg(feature = "failpoints")]
 mod failpoints;
+#[cfg(not(loom))]
+mod fork;
 mod fstype;
 mod grace;
 mod headers;

@@ -1,6 +1,7 @@
 //! A builder's staging directory: durable-fs's, plus, under the shared protocol, a heartbeat
 //! that keeps its mtime fresh so that no other host's sweep takes it for a dead builder's
-//! (`liveness.rs`).
+//! (`liveness.rs`). A forked child beats for its own staging directories with a thread of its
+//! own (`fork.rs`).
 
 use crate::fstype::Protocol;
 use crate::grace::heartbeat_interval;
@@ -18,7 +19,29 @@ struct Beats {
 
 fn beats() -> &'static (Mutex<Beats>, Condvar) {
     static BEATS: OnceLock<(Mutex<Beats>, Condvar)> = OnceLock::new();
-    BEATS.get_or_init(|| (Mutex::new(Beats::default()), Condvar::new()))
+    BEATS.get_or_init(|| {
+        #[cfg(not(loom))]
+        crate::fork::rule(|| {
+            let state = beats().0.lock().unwrap_or_else(|p| p.into_inner());
+            Box::new(BeatsForFork(state))
+        });
+        (Mutex::new(Beats::default()), Condvar::new())
+    })
+}
+
+/// The heartbeat's table held across a `fork`, so that no thread is inside it then
+/// (`fork.rs`).
+#[cfg(not(loom))]
+struct BeatsForFork(std::sync::MutexGuard<'static, Beats>);
+
+#[cfg(not(loom))]
+impl crate::fork::Held for BeatsForFork {
+    /// In the child: the beating thread was the parent's, and so are the directories it beat
+    /// (the parent goes on beating them); the child's first staging directory starts its own.
+    fn in_child(mut self: Box<Self>) {
+        self.0.paths.clear();
+        self.0.started = false;
+    }
 }
 
 /// Keeps a staging directory's mtime fresh while it lives, so that no other host's sweep takes it
@@ -101,6 +124,9 @@ pub(crate) struct Staging {
 
 impl Staging {
     pub(crate) fn new(inner: durable_fs::StagingDir, protocol: Protocol) -> Staging {
+        // Its lock descriptor is closed in a forked child by the fork rule.
+        #[cfg(not(loom))]
+        crate::fork::register();
         let beat = (protocol == Protocol::Shared).then(|| Heartbeat::start(inner.path()));
         Staging { inner, beat }
     }

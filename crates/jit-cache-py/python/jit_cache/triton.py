@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import hashlib
 import json
 import os
 import shutil
@@ -392,13 +393,30 @@ as fingerprint's stat cache)."""
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
-_recording: Optional[Dict[str, Any]] = None
+# The recordings in progress, by the thread making each: the audit hook is process-wide, and a
+# recording sees only its own thread's events, never another call's.
+_recordings: Dict[int, Dict[str, set]] = {}
 _audit_installed = False
+# One first call of `triton_key()` at a time records and computes; the others wait for its answer.
+_key_lock = threading.Lock()
+
+
+def _after_fork_reset_key_lock() -> None:
+    # A thread of the parent may have been computing the key at the fork: the child's copy of
+    # the lock would stay held forever, and its recording is of a thread the child lacks.
+    global _key_lock, _recordings
+    _key_lock = threading.Lock()
+    _recordings = {}
+
+
+os.register_at_fork(after_in_child=_after_fork_reset_key_lock)
 
 
 def _audit(event: str, args: tuple) -> None:
-    recording = _recording
-    if recording is None or threading.get_ident() != recording["thread"]:
+    if not _recordings:
+        return
+    recording = _recordings.get(threading.get_ident())
+    if recording is None:
         return
     if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
         recording["files"].add(os.fsdecode(args[0]))
@@ -457,20 +475,58 @@ def _answered(record: Dict[str, Any], identity: Dict[str, Any]) -> Optional[str]
 
 
 def _recorded_call(original: Callable[[], str]) -> tuple:
-    """Calls Triton's own ``triton_key`` noting every file it opened and directory it listed."""
-    global _recording, _audit_installed
+    """Calls Triton's own ``triton_key`` noting every file it opened and directory it listed (on
+    the calling thread; the caller holds ``_key_lock``)."""
+    global _audit_installed
     if not _audit_installed:
         sys.addaudithook(_audit)
         _audit_installed = True
     read_at = time.time_ns()
-    _recording = {"thread": threading.get_ident(), "files": set(), "dirs": set()}
+    me = threading.get_ident()
+    recording: Dict[str, set] = {"files": set(), "dirs": set()}
+    _recordings[me] = recording
     try:
         value = original()
-        recording = _recording
     finally:
-        _recording = None
+        del _recordings[me]
     paths = sorted(recording["files"] | recording["dirs"])
     return value, read_at, paths
+
+
+def _sha256(path: str) -> Optional[str]:
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
+def _covers(value: str, paths: List[str]) -> bool:
+    """Whether the recording provably holds every input of ``value``.
+
+    Triton's key is its version followed by the sha256 of each file it hashed, joined by ``-``
+    (``triton.runtime.cache.triton_key``). The record is complete when every one of those
+    digests is the content of a recorded file: a file read where the recording could not see it
+    (another thread, a form of the key this check does not know) leaves a digest unmatched, and
+    such a record is never saved, since an edit of that file would not invalidate it.
+    """
+    import triton
+
+    version = triton.__version__
+    if not value.startswith(version):
+        return False
+    wanted = set(value[len(version) :].split("-"))
+    if not wanted or any(len(d) != 64 or d.strip("0123456789abcdef") for d in wanted):
+        return False
+    for path in paths:
+        if not wanted:
+            break
+        if os.path.isfile(path):
+            wanted.discard(_sha256(path) or "")
+    return not wanted
 
 
 class _TritonKey:
@@ -482,9 +538,15 @@ class _TritonKey:
         self.answered_from_cache = False
 
     def __call__(self) -> str:
-        if self.value is None:
-            self.value = self._compute()
-        return self.value
+        value = self.value
+        if value is not None:
+            return value
+        # Threads making their first call at once: one computes (and records), the others wait
+        # for its answer instead of recording over it.
+        with _key_lock:
+            if self.value is None:
+                self.value = self._compute()
+            return self.value
 
     def cache_clear(self) -> None:  # as functools.lru_cache's
         self.value = None
@@ -506,7 +568,7 @@ class _TritonKey:
         settled = all(
             st is not None and max(st[3], st[4]) < read_at - RACY_WINDOW_NS for _, st in inputs
         )
-        if path is not None and settled and identity["boot_id"]:
+        if path is not None and settled and identity["boot_id"] and _covers(value, paths):
             record = {"identity": identity, "read_at_ns": read_at, "inputs": inputs, "key": value}
             try:
                 durable.put(path, json.dumps(record).encode())
@@ -529,6 +591,11 @@ def install(*, cache_manager: bool = True) -> None:
     (git's racy rule): any edit, reinstall, added or removed module, another boot or another
     Triton falls back to Triton's own function, whose answer is saved again. A root that cannot
     be written saves nothing: every process then computes the key itself.
+
+    Threads making their first call at once get one computation (the others wait for it), and
+    a record is saved only when it provably lists every input: each digest the key holds is the
+    content of a recorded file (a second hash of those files, once per change). A key whose
+    form is not Triton's known one, or read where the recording cannot see, is never saved.
 
     ``cache_manager=True`` also selects ``CacheManager`` (as ``TRITON_CACHE_MANAGER`` would).
     """

@@ -149,7 +149,11 @@ type TurnKey = ((u64, u64), Digest);
 fn process_turns() -> &'static crate::sync::Arc<turns::Turns<TurnKey>> {
     static TURNS: std::sync::OnceLock<crate::sync::Arc<turns::Turns<TurnKey>>> =
         std::sync::OnceLock::new();
-    TURNS.get_or_init(|| crate::sync::Arc::new(turns::Turns::new()))
+    TURNS.get_or_init(|| {
+        #[cfg(not(loom))]
+        crate::fork::rule(|| Box::new(process_turns().hold_for_fork()));
+        crate::sync::Arc::new(turns::Turns::new())
+    })
 }
 
 /// The key directory's digest of a stored entry: the namespace and the caller's key, in a

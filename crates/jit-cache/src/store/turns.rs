@@ -2,6 +2,9 @@
 //! goes on to the key's `flock` and the others wait here, on a condition variable, until its turn
 //! ends (a commit, a drop, a panic unwinding), instead of each polling the `flock` with sleeps.
 //! Other processes and hosts still meet at the `flock`; this only orders one process's threads.
+//!
+//! After `fork` the table is the child's own (`fork.rs`): it starts empty, since the turns it
+//! listed belong to the parent's threads, and a turn the child inherited ends nothing.
 
 use crate::sync::{lock, Arc, Condvar, Mutex};
 use std::collections::HashSet;
@@ -18,6 +21,20 @@ pub(crate) struct Turns<K> {
 pub(crate) struct Turn<K: Eq + Hash> {
     turns: Arc<Turns<K>>,
     key: K,
+    /// The process that took it: a forked child's copy of the turn is not the child's to end.
+    pid: u32,
+}
+
+/// A turns table held across a `fork`, so that no thread is inside it then (`fork.rs`).
+#[cfg(not(loom))]
+pub(crate) struct HeldForFork<'a, K>(crate::sync::MutexGuardOf<'a, HashSet<K>>);
+
+#[cfg(not(loom))]
+impl<K> crate::fork::Held for HeldForFork<'static, K> {
+    /// In the child: no turn is taken, since every holder was a thread of the parent.
+    fn in_child(mut self: Box<Self>) {
+        self.0.clear();
+    }
 }
 
 impl<K: Eq + Hash + Clone> Turns<K> {
@@ -50,12 +67,25 @@ impl<K: Eq + Hash + Clone> Turns<K> {
         Some(Turn {
             turns: Arc::clone(turns),
             key,
+            pid: std::process::id(),
         })
+    }
+
+    /// Takes the table for a `fork` (the prepare handler), until the returned guard is dropped
+    /// or reset.
+    #[cfg(not(loom))]
+    pub(crate) fn hold_for_fork(&self) -> HeldForFork<'_, K> {
+        HeldForFork(lock(&self.taken))
     }
 }
 
 impl<K: Eq + Hash> Drop for Turn<K> {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // Inherited across a fork: the child's table never listed it, and the key may now
+            // be another of the child's threads' turn.
+            return;
+        }
         lock(&self.turns.taken).remove(&self.key);
         self.turns.ended.notify_all();
     }

@@ -10,6 +10,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         "foundations",
         &[
             "error",
+            // The fork rule's registrar: each structure registers its own rule with it.
+            "fork",
             "fstype",
             "host",
             "grace",
