@@ -13,5 +13,6 @@ mod pipelines;
 mod processes;
 mod remote;
 mod search_props;
+mod shim;
 mod team_root;
 mod traced;
