@@ -62,6 +62,13 @@ pub(crate) enum Command {
     },
     /// Evict every entry not in use; forget slots and failures.
     Clear,
+    /// Make DIR a CUDA toolkit whose bin/nvcc runs this launcher over the real nvcc (found now
+    /// as the launcher finds it, and recorded), every other entry a link to the real toolkit's;
+    /// prints DIR. For pipelines that run $CUDA_HOME/bin/nvcc: CUDA_HOME=$(jit-cache shim DIR).
+    Shim {
+        /// Absent, empty, or a shim made before (replaced atomically); anything else is refused.
+        dir: PathBuf,
+    },
     /// Kernel packs: chosen entries in one verified file, imported at disk speed elsewhere.
     Pack {
         #[command(subcommand)]

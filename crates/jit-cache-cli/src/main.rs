@@ -7,6 +7,7 @@ mod fleet;
 mod launcher;
 mod out;
 mod pack;
+mod shim;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
@@ -78,6 +79,10 @@ fn run(cli: &Cli) -> Result<u8, Error> {
     } = &cli.command
     {
         return pack::ls(cli, file);
+    }
+    // Nor does making a shim.
+    if let Command::Shim { dir } = &cli.command {
+        return Ok(shim::run(cli.json, dir));
     }
     let cache = open(cli)?;
     match &cli.command {
@@ -198,6 +203,7 @@ fn run(cli: &Cli) -> Result<u8, Error> {
             Ok(0)
         }
         Command::Pack { command } => pack::run(cli, &cache, command),
+        Command::Shim { dir } => Ok(shim::run(cli.json, dir)),
     }
 }
 

@@ -66,7 +66,7 @@ pub(crate) fn dispatch() -> Option<ExitCode> {
 
 /// The CLI's own commands (`args.rs`); any other first word is a program to launch.
 const SUBCOMMANDS: &[&str] = &[
-    "build", "explain", "stats", "ls", "verify", "gc", "clear", "help",
+    "build", "explain", "stats", "ls", "verify", "gc", "clear", "shim", "help",
 ];
 
 /// Whether `program` is nvcc (by its file name: `nvcc`, or a wrapper named after it). Another
@@ -78,8 +78,15 @@ fn is_nvcc(program: &Path) -> bool {
 }
 
 /// The real nvcc: the one named, else `NVCC`, `CUDA_HOME/bin/nvcc`, `CUDA_PATH/bin/nvcc`, each
-/// `PATH` entry, then the library's search (pip venvs, `/usr/local/cuda`), never this binary.
-fn real_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
+/// `PATH` entry, then the library's search (pip venvs, `/usr/local/cuda`), never this binary; a
+/// shim's `bin/nvcc` (`jit-cache shim`) stands for the real nvcc it records, so that a shim never
+/// runs the launcher over itself.
+pub(crate) fn real_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
+    let found = find_nvcc(named)?;
+    Ok(crate::shim::recorded_nvcc(&found).unwrap_or(found))
+}
+
+fn find_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
     // This binary by identity (device and inode, through every link), not by path: two stats
     // instead of resolving each path component.
     let identity = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));

@@ -15,5 +15,6 @@ mod processes;
 mod releases;
 mod remote;
 mod search_props;
+mod shim;
 mod team_root;
 mod traced;

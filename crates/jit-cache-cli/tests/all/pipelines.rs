@@ -13,6 +13,11 @@
 //! its functions are found, never called), and `jit-cache stats` counts no uncacheable command
 //! and no fallback.
 //!
+//! TVM-FFI's `build_inline` (no launcher variable: it runs `$CUDA_HOME/bin/nvcc`) and torch's
+//! `cpp_extension` without `PYTORCH_NVCC` build with `CUDA_HOME` a `jit-cache shim` and `NVCC`
+//! unset, twice: after the build directory is wiped, `jit-cache stats` counts one compile and
+//! one hit.
+//!
 //! CMake's separable compilation (`-rdc=true` units for two architectures, then a device link
 //! the launcher is not asked to run) needs only cmake and ninja, so it runs everywhere: every
 //! unit is a hit after `ninja -t clean`, and the device link accepts the launcher's objects.
@@ -469,4 +474,177 @@ fn heavy_pipelines_cmake_separable_compilation_hits_and_device_links_after_clean
         "ninja has no work left"
     );
     assert_all_cached(&cache, objects.len() as u64);
+}
+
+/// `jit-cache shim DIR` over the real nvcc, as a user makes one: `CUDA_HOME=$(jit-cache shim
+/// DIR)`. Returns the directory it printed.
+fn make_shim(dir: &Path) -> PathBuf {
+    let out = Command::new(LAUNCHER)
+        .arg("shim")
+        .arg(dir)
+        .env("NVCC", real_nvcc())
+        .output()
+        .expect("run jit-cache shim");
+    assert!(
+        out.status.success(),
+        "jit-cache shim: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end())
+}
+
+/// `jit-cache stats`' counts of compiles and hits, and the launcher's log lines.
+fn compiles_and_hits(cache: &Path) -> (u64, u64, Value) {
+    let out = Command::new(LAUNCHER)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(["--json", "stats"])
+        .output()
+        .expect("run jit-cache stats");
+    assert!(out.status.success(), "jit-cache stats succeeds");
+    let stats: Value = serde_json::from_slice(&out.stdout).expect("stats is JSON");
+    (
+        stats["stats"]["built"].as_u64().unwrap_or_default(),
+        stats["stats"]["hits"].as_u64().unwrap_or_default(),
+        stats["launcher"].clone(),
+    )
+}
+
+#[test]
+fn heavy_pipelines_tvm_ffi_build_inline_through_a_shim_compiles_nothing_after_its_build_directory_is_wiped(
+) {
+    let Some(venv) = pipelines_venv("tvm-ffi") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let build = dir.path().join("build");
+    let cache = dir.path().join("cache");
+    let libs = link_directory(dir.path());
+    let shim = make_shim(&dir.path().join("cuda"));
+    // TVM-FFI's own build_inline, unchanged: it writes `nvcc = $CUDA_HOME/bin/nvcc` and has no
+    // launcher variable; NVCC is unset, so only the shim's record names the real nvcc.
+    let tvm_ffi = |what: &str| -> Built {
+        let mut cmd = python(&venv, "tvm_ffi_inline.py", &cache);
+        cmd.arg(&build)
+            .arg(&libs)
+            .env("CUDA_HOME", &shim)
+            .env_remove("CUDA_PATH")
+            .env_remove("NVCC")
+            .env("TVM_FFI_CUDA_ARCH_LIST", "9.0");
+        let report = run_script(cmd, what);
+        assert_eq!(
+            report["nvcc_line"].as_str(),
+            Some(format!("nvcc = {}", shim.join("bin/nvcc").display()).as_str()),
+            "{what}: build.ninja runs the shim's nvcc as $CUDA_HOME/bin/nvcc"
+        );
+        assert_eq!(
+            report["exported"],
+            Value::Bool(true),
+            "{what}: the module loaded through tvm_ffi and exports its function"
+        );
+        Built::of(&report)
+    };
+
+    let cold = tvm_ffi("TVM-FFI build_inline through the shim, cold");
+    assert_eq!(cold.objects.len(), 1, "one CUDA unit");
+    assert!(cold.up_to_date, "the cold build is complete");
+    let (built, hits, _) = compiles_and_hits(&cache);
+    assert_eq!(
+        (built, hits),
+        (1, 0),
+        "on an empty cache the unit compiles once"
+    );
+
+    std::fs::remove_dir_all(&build).expect("wipe the build directory");
+    let warm = tvm_ffi("TVM-FFI build_inline through the shim, build directory wiped");
+    let (built, hits, launcher) = compiles_and_hits(&cache);
+    assert_eq!(
+        (built, hits),
+        (1, 1),
+        "after the build directory is wiped the CUDA unit is a hit: no compile"
+    );
+    assert_same_bytes("warm", &cold, &warm);
+    assert_eq!(warm.deps, cold.deps, "ninja recorded the same dependencies");
+    assert!(warm.up_to_date, "ninja has no work left");
+    assert_eq!(
+        launcher,
+        serde_json::json!({}),
+        "TVM-FFI ran no command the launcher refused or fell back on"
+    );
+}
+
+#[test]
+fn heavy_pipelines_torch_cpp_extension_with_cuda_home_a_shim_compiles_nothing_after_its_build_directory_is_wiped(
+) {
+    let Some(venv) = pipelines_venv("torch-shim") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let build = dir.path().join("build");
+    let cache = dir.path().join("cache");
+    let libs = link_directory(dir.path());
+    let torch_cuda_headers = site_packages(&venv).join("nvidia/cu13/include");
+    let shim = make_shim(&dir.path().join("cuda"));
+    // No PYTORCH_NVCC: torch runs `$CUDA_HOME/bin/nvcc`, the shim's.
+    let torch = |what: &str| -> Built {
+        let mut cmd = python(&venv, "torch_extension.py", &cache);
+        cmd.arg(&build)
+            .arg(fixtures().join("scale.cu"))
+            .arg(&torch_cuda_headers)
+            .arg(&libs)
+            .env("CUDA_HOME", &shim)
+            .env_remove("CUDA_PATH")
+            .env_remove("NVCC")
+            .env_remove("PYTORCH_NVCC")
+            .env("TORCH_CUDA_ARCH_LIST", "9.0")
+            // Without PYTORCH_NVCC, torch puts ccache (on PATH here) before `$CUDA_HOME/bin/nvcc`
+            // too, and ccache would answer the rebuild before the launcher is asked.
+            .env("TORCH_NO_COMPILER_WRAPPER", "1");
+        let report = run_script(cmd, what);
+        assert_eq!(
+            report["nvcc_line"].as_str(),
+            Some(format!("nvcc = {}", shim.join("bin/nvcc").display()).as_str()),
+            "{what}: build.ninja runs the shim's nvcc"
+        );
+        assert_eq!(
+            report["exported"],
+            Value::Bool(true),
+            "{what}: the extension loaded and exports its function"
+        );
+        Built::of(&report)
+    };
+
+    let cold = torch("cpp_extension with CUDA_HOME the shim, cold");
+    assert_eq!(cold.objects.len(), 1, "one CUDA unit");
+    let (built, hits, _) = compiles_and_hits(&cache);
+    assert_eq!(
+        (built, hits),
+        (1, 0),
+        "on an empty cache the unit compiles once"
+    );
+
+    std::fs::remove_dir_all(&build).expect("wipe the build directory");
+    let warm = torch("cpp_extension with CUDA_HOME the shim, build directory wiped");
+    let (built, hits, launcher) = compiles_and_hits(&cache);
+    assert_eq!(
+        (built, hits),
+        (1, 1),
+        "after the build directory is wiped the CUDA compile is a hit: no compile"
+    );
+    assert_same_bytes("warm", &cold, &warm);
+    assert_eq!(warm.deps, cold.deps, "ninja recorded the same dependencies");
+    assert!(warm.up_to_date, "ninja has no work left");
+    // torch asks `$CUDA_HOME/bin/nvcc --version` for its version check: the shim's nvcc runs it
+    // through the launcher, which hands it to nvcc and counts it. No compile fell back.
+    let lines: Vec<&String> = launcher
+        .as_object()
+        .expect("the launcher's counts are a JSON object")
+        .keys()
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("uncacheable:") && !l.contains(".cu")),
+        "only torch's probes went to nvcc uncached: {launcher}"
+    );
 }
