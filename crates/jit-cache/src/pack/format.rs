@@ -245,7 +245,7 @@ impl IndexEntry {
 /// `len` rounded up to a whole number of blocks; `u64::MAX` when that does not fit (a size
 /// read from a pack near 2^64, which then lies outside every pack and is refused).
 pub(crate) fn padded(len: u64) -> u64 {
-    len.div_ceil(BLOCK).checked_mul(BLOCK).unwrap_or(u64::MAX)
+    len.div_ceil(BLOCK).saturating_mul(BLOCK)
 }
 
 impl Index {

@@ -154,7 +154,7 @@ fn process_turns() -> &'static crate::sync::Arc<turns::Turns<TurnKey>> {
 
 /// The key directory's digest of a stored entry: the namespace and the caller's key, in a
 /// preimage no kernel key has (those begin with another domain string).
-fn entry_digest(namespace: &Namespace, key: &str) -> Digest {
+pub(crate) fn entry_digest(namespace: &Namespace, key: &str) -> Digest {
     let mut text = b"jit-cache stored entry 1\0".to_vec();
     text.extend_from_slice(namespace.0.as_bytes());
     text.push(0);
@@ -167,7 +167,7 @@ pub(crate) fn stored_variant() -> Digest {
     Digest::of_bytes(b"jit-cache stored entry variant")
 }
 
-fn check_key(key: &str) -> Result<()> {
+pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() || key.len() > MAX_KEY_LEN {
         return Err(Error::InvalidStoreKey {
             what: format!("key {:?}", truncated(key)),
