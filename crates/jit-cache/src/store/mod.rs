@@ -273,20 +273,22 @@ impl Store {
         };
         // This process's other threads at the key first (a condition variable), then other
         // processes and hosts (the key's `flock`), within one deadline.
-        let deadline = std::time::Instant::now() + wait;
-        let turn = turns::Turns::take(
-            process_turns(),
-            (self.root_id, address.digest),
-            Some(deadline),
-        )
-        .ok_or_else(busy)?;
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let guard = crate::hooks::lock_key_within(&self.layout, &address.digest, left).map_err(
-            |e| match e {
-                Error::Fs(e) if e.kind() == std::io::ErrorKind::TimedOut => busy(),
-                other => other,
-            },
-        )?;
+        // A wait too long to add to the clock (`Duration::MAX`, Python's `sys.maxsize`) is a
+        // wait without end.
+        let deadline = std::time::Instant::now().checked_add(wait);
+        let turn = turns::Turns::take(process_turns(), (self.root_id, address.digest), deadline)
+            .ok_or_else(busy)?;
+        let locked = match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                crate::hooks::lock_key_within(&self.layout, &address.digest, left)
+            }
+            None => crate::hooks::lock_key(&self.layout, &address.digest),
+        };
+        let guard = locked.map_err(|e| match e {
+            Error::Fs(e) if e.kind() == std::io::ErrorKind::TimedOut => busy(),
+            other => other,
+        })?;
         crate::hooks::point("store-locked");
         // Another producer may have published while we waited for the lock.
         if let Ok(found) = entry::open(&address, self.layout.protocol) {

@@ -460,3 +460,24 @@ fn processes_asking_for_one_key_produce_it_once() {
     let log = std::fs::read_to_string(root.with_extension("log")).expect("log");
     assert_eq!(log.lines().count(), 1, "one producer: {log}");
 }
+
+/// Issue 31, item 11: `begin` with a wait too long to add to the clock (Python's
+/// `wait=sys.maxsize`) panicked in `Instant + Duration`; it now waits without end.
+#[test]
+fn a_wait_beyond_the_clock_is_a_wait_without_end_not_a_panic() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("cache")).expect("open store");
+    let producer = produce(
+        store
+            .begin(&ns("triton"), "k", Duration::MAX)
+            .expect("begin with the longest wait"),
+    );
+    producer.write("f", b"x").expect("write");
+    producer.commit().expect("commit");
+    let entry = ready(
+        store
+            .begin(&ns("triton"), "k", Duration::from_secs(u64::MAX))
+            .expect("begin again"),
+    );
+    assert_eq!(entry.read("f").expect("read"), b"x");
+}
