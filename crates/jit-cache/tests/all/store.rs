@@ -481,3 +481,31 @@ fn a_wait_beyond_the_clock_is_a_wait_without_end_not_a_panic() {
     );
     assert_eq!(entry.read("f").expect("read"), b"x");
 }
+
+/// Issue 31, item 6: a `meta.json` recording a huge size made every reader reserve that much
+/// memory before reading (an abort); the allocation is now bounded by what the file holds, and
+/// the entry is a miss that `verify` moves aside.
+#[test]
+fn a_meta_json_recording_a_huge_size_is_a_miss_not_an_abort() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = Store::open(&root).expect("open store");
+    let entry = store
+        .get_or_insert_with(&ns("triton"), "huge", WAIT, |dir| {
+            std::fs::write(dir.join("f"), b"small")
+        })
+        .expect("produce");
+    let meta_path = entry.dir().join("meta.json");
+    drop(entry);
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).expect("read meta")).expect("json");
+    meta["files"][0]["size"] = serde_json::Value::from(1u64 << 46);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).expect("json")).expect("write meta");
+    assert!(
+        store.get(&ns("triton"), "huge").expect("get").is_none(),
+        "a size its file does not hold is a miss"
+    );
+    let cache = Cache::open(&root).expect("open cache");
+    let verified = cache.verify().expect("verify");
+    assert_eq!(verified.corrupt.len(), 1, "verify moves it aside");
+}
