@@ -268,7 +268,7 @@ impl Store {
         let busy = || Error::Busy {
             namespace: namespace.to_string(),
             key: truncated(key),
-            lock: self.layout.lock_file(&address.digest),
+            lock: self.shown_lock_file(&address.digest),
             waited: wait,
         };
         // This process's other threads at the key first (a condition variable), then other
@@ -359,6 +359,16 @@ impl Store {
 
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The key's lock file as messages name it: its path under the root, never the
+    /// `/proc/self/fd/N` path this process opens it by (meaningless to anyone else).
+    fn shown_lock_file(&self, digest: &Digest) -> PathBuf {
+        let locks = self.layout.dir(crate::layout::Subdir::Locks);
+        match self.layout.lock_file(digest).file_name() {
+            Some(name) => locks.join(name),
+            None => locks,
+        }
     }
 
     pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {

@@ -509,3 +509,29 @@ fn a_meta_json_recording_a_huge_size_is_a_miss_not_an_abort() {
     let verified = cache.verify().expect("verify");
     assert_eq!(verified.corrupt.len(), 1, "verify moves it aside");
 }
+
+/// Issue 31, item 11: `Error::Busy`'s lock (Python's `BusyError.path`) was
+/// `/proc/self/fd/N/...`, meaningless to anyone else; it is the lock file's path under the root.
+#[test]
+fn a_busy_error_names_the_lock_file_under_the_root() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = Store::open(&root).expect("open store");
+    let _holder = produce(store.begin(&ns("triton"), "k", WAIT).expect("begin"));
+    let other = store.clone();
+    let result = std::thread::spawn(move || {
+        other
+            .begin(&ns("triton"), "k", Duration::from_millis(50))
+            .map(|_| ())
+    })
+    .join()
+    .expect("thread");
+    match result {
+        Err(Error::Busy { lock, .. }) => assert!(
+            lock.starts_with(&root) && lock.parent().is_some_and(|d| d.ends_with("locks")),
+            "the lock file's own path: {}",
+            lock.display()
+        ),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+}
