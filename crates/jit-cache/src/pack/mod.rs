@@ -16,6 +16,9 @@
 //! - An imported entry is an ordinary entry: a hit revalidates it as any other, `verify` and
 //!   `gc` see it, and it was published as a build publishes (one no-replace rename of a whole
 //!   entry; durable before [`Cache::import_pack`] returns).
+//! - Nothing a pack claims is trusted: every address an entry is published at (key directory,
+//!   variant, slot) is derived from its checked `meta.json` (a kernel's key is its manifest's
+//!   digest), and [`list_pack`] shows only what it derived.
 //! - A kernel compiled by another toolchain (nvcc or host compiler) or against toolkit or
 //!   installed headers that differ here is skipped and counted, never published.
 //!
