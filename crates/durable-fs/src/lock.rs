@@ -386,14 +386,15 @@ impl Flock for OwnedFd {
 
 /// Real-time pacing: sleeps 100 µs, doubling to 20 ms, never past the deadline.
 pub(crate) struct BackoffPacer {
-    deadline: Instant,
+    /// `None`: a limit too long to add to the clock, a wait without end.
+    deadline: Option<Instant>,
     next: Duration,
 }
 
 impl BackoffPacer {
     fn new(limit: Duration) -> Self {
         BackoffPacer {
-            deadline: Instant::now() + limit,
+            deadline: Instant::now().checked_add(limit),
             next: Duration::from_micros(100),
         }
     }
@@ -401,11 +402,13 @@ impl BackoffPacer {
 
 impl Pacer for BackoffPacer {
     fn expired(&mut self) -> bool {
-        Instant::now() >= self.deadline
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     fn pause(&mut self) {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let left = self
+            .deadline
+            .map_or(self.next, |d| d.saturating_duration_since(Instant::now()));
         std::thread::sleep(self.next.min(left));
         self.next = (self.next * 2).min(Duration::from_millis(20));
     }

@@ -139,12 +139,10 @@ impl std::fmt::Debug for RedisTier {
     }
 }
 
-/// The URL without user information or query (which may carry a password).
+/// The URL without user information or query (which may carry a password): the one
+/// redaction every tier uses.
 fn redact(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split_once('?').map_or(rest, |(path, _)| path);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-    format!("{scheme}://{rest}")
+    jit_cache::redact_url(url)
 }
 
 impl RedisTier {

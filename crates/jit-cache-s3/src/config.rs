@@ -161,8 +161,9 @@ impl S3Config {
 
     /// The base URL (`scheme://authority`) and the `Host` header of every request.
     pub(crate) fn base_and_host(&self) -> Result<(String, String), Error> {
+        // An endpoint may carry credentials (`AWS_ENDPOINT_URL`): messages show it redacted.
         let refuse = |url: &str, reason: &str| Error::Url {
-            url: url.to_string(),
+            url: jit_cache::redact_url(url),
             reason: reason.to_string(),
         };
         let Some(endpoint) = &self.endpoint else {
@@ -214,8 +215,9 @@ impl S3Config {
 
 /// `s3://bucket[/prefix]` as (bucket, prefix); the prefix defaults to [`DEFAULT_PREFIX`].
 fn parse_url(url: &str) -> Result<(String, String), Error> {
+    // The URL may carry credentials, which it is refused for: messages show it redacted.
     let refuse = |reason: &str| Error::Url {
-        url: url.to_string(),
+        url: jit_cache::redact_url(url),
         reason: reason.to_string(),
     };
     let rest = url
@@ -280,6 +282,34 @@ mod tests {
             "s3://user:pw@bucket",
         ] {
             assert!(S3Config::new(bad, creds()).is_err(), "{bad} is refused");
+        }
+    }
+
+    /// Issue 31, item 11: credentials written into the URL or the endpoint were echoed into
+    /// the tier's errors; the Redis tier's redaction (one, in `jit-cache`) now applies here.
+    #[test]
+    fn credentials_in_a_url_or_an_endpoint_never_reach_an_error() {
+        for url in [
+            "s3://reader:hunter2@bucket/p",
+            "s3://bucket/p?X-Amz-Credential=hunter2",
+        ] {
+            let message = S3Config::new(url, creds())
+                .expect_err("refused")
+                .to_string();
+            assert!(!message.contains("hunter2"), "{message}");
+        }
+        for endpoint in [
+            "http://reader:hunter2@127.0.0.1:8333",
+            "http://127.0.0.1:8333/?token=hunter2",
+            "ftp://reader:hunter2@host",
+        ] {
+            let message = S3Config::new("s3://bucket/p", creds())
+                .expect("valid")
+                .endpoint(endpoint)
+                .base_and_host()
+                .expect_err("refused")
+                .to_string();
+            assert!(!message.contains("hunter2"), "{endpoint}: {message}");
         }
     }
 

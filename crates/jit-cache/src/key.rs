@@ -233,7 +233,7 @@ pub(crate) fn prepare(
             }
         }
     }
-    let key = manifest.digest();
+    let key = key_of(&manifest);
     let slot = slot_of(spec);
     Ok(Prepared {
         key,
@@ -247,14 +247,22 @@ pub(crate) fn prepare(
     })
 }
 
+/// The key a manifest names (its digest): what a build computes, and what a pack's import
+/// checks a recorded key against.
+pub(crate) fn key_of(manifest: &Manifest) -> Digest {
+    manifest.digest()
+}
+
 /// The slot: the stable name of what is asked for (name, output kind, arch list).
 pub(crate) fn slot_of(spec: &KernelSpec) -> Digest {
-    let mut text = format!(
-        "jit-cache slot {CACHE_FORMAT}\0{}\0{}",
-        spec.name,
-        spec.kind.name()
-    );
-    for arch in &spec.arches {
+    slot_of_parts(&spec.name, spec.kind, &spec.arches)
+}
+
+/// The slot of a kernel named `name` of output `kind` for `arches`, as [`slot_of`] computes it
+/// (a pack's import checks a recorded slot with it).
+pub(crate) fn slot_of_parts(name: &str, kind: nvcc::OutputKind, arches: &[String]) -> Digest {
+    let mut text = format!("jit-cache slot {CACHE_FORMAT}\0{}\0{}", name, kind.name());
+    for arch in arches {
         text.push('\0');
         text.push_str(arch);
     }

@@ -110,6 +110,7 @@ mod pin;
 mod publish;
 mod record_text;
 mod records;
+mod redact;
 mod remote;
 mod request;
 mod scan;
@@ -141,6 +142,7 @@ pub use nvcc::OutputKind;
 pub use pack::{
     list_pack, ExportReport, ImportReport, PackEntry, PackEntryKind, PackFilter, PackKind,
 };
+pub use redact::redact_url;
 pub use remote::{
     manifest_artifacts, Expected, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier,
     TierError, TierErrorKind,

@@ -123,6 +123,9 @@ pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The most [`read_at_most`] reserves before reading: a recorded size is a claim, not memory.
+const PREALLOCATE_AT_MOST: u64 = 1 << 20;
+
 /// Reads the file `name` of `dir` when it holds at most `limit` bytes: the bytes, or as many as
 /// `limit + 1` (the caller's size check then refuses them). No `fstat`: a reader that knows the
 /// size from `meta.json` spends an open, reads until end of file and a close per file.
@@ -134,11 +137,10 @@ pub(crate) fn read_at_most(dir: &OwnedFd, name: &str, limit: u64) -> std::io::Re
         Mode::empty(),
     )?;
     let file = std::fs::File::from(fd);
-    let mut bytes = Vec::with_capacity(
-        usize::try_from(limit)
-            .unwrap_or(usize::MAX)
-            .saturating_add(1),
-    );
+    // `limit` comes from `meta.json`, which may lie: reserve no more than a small read needs,
+    // and let the buffer grow with what the file really holds.
+    let reserve = usize::try_from(limit.min(PREALLOCATE_AT_MOST)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(reserve.saturating_add(1));
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     Ok(bytes)
 }

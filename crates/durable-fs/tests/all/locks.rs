@@ -94,3 +94,14 @@ fn lock_files_for_keys_are_bounded_and_stable() {
         );
     }
 }
+
+/// Issue 31, item 11: a timeout too long to add to the clock panicked in `Instant + Duration`
+/// even for a free lock; it now means a wait without end.
+#[test]
+fn a_timeout_beyond_the_clock_is_no_panic() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("l.lock");
+    let guard = lock(&path, LockMode::Exclusive, Wait::Timeout(Duration::MAX))?;
+    drop(guard);
+    Ok(())
+}

@@ -8,6 +8,7 @@ use super::{ExportReport, PackFilter, PackKind};
 use crate::cache::Cache;
 use crate::entry::{Meta, META_FILE};
 use crate::error::Result;
+use crate::layout::variant_dir_name;
 use crate::pin::{lock_dir, read_at, still_names};
 use crate::store::{is_stored_meta, StoredMeta};
 use fingerprint::Digest;
@@ -100,8 +101,8 @@ fn read_entry(dir: &Path, filter: &PackFilter) -> std::result::Result<Option<Rea
     let (mut entry, listed) = if is_stored_meta(&meta_json) {
         let meta: StoredMeta = serde_json::from_slice(&meta_json)
             .map_err(|e| format!("{META_FILE} is corrupt: {e}"))?;
-        let name = format!("{}/{}", meta.namespace, meta.key);
-        if !filter.takes(&name, PackKind::Stored, &[]) {
+        let entry = describe_stored(&meta);
+        if !filter.takes(&entry.name, PackKind::Stored, &[]) {
             return Ok(None);
         }
         let listed: Vec<(String, u64, Digest)> = meta
@@ -109,28 +110,14 @@ fn read_entry(dir: &Path, filter: &PackFilter) -> std::result::Result<Option<Rea
             .iter()
             .map(|f| (f.name.clone(), f.size, f.digest))
             .collect();
-        (described(PackEntryKind::Stored, name, key, variant), listed)
+        (entry, listed)
     } else {
         let meta: Meta = serde_json::from_slice(&meta_json)
             .map_err(|e| format!("{META_FILE} is corrupt: {e}"))?;
-        let arches: Vec<String> = meta
-            .manifest
-            .get("arch")
-            .and_then(|c| c.value.as_deref())
-            .and_then(|v| serde_json::from_str(v).ok())
-            .unwrap_or_default();
-        if !filter.takes(&meta.name, PackKind::Kernel(meta.kind), &arches) {
+        let entry = describe_kernel(&meta);
+        if !filter.takes(&meta.name, PackKind::Kernel(meta.kind), &entry.arches) {
             return Ok(None);
         }
-        let mut entry = described(PackEntryKind::Kernel, meta.name.clone(), key, variant);
-        entry.output = Some(meta.kind.name().to_string());
-        entry.arches = arches;
-        entry.toolchain = Some(toolchain_of(&meta));
-        entry.headers = meta
-            .headers
-            .iter()
-            .map(|h| format!("{} {}", h.component_name(), h.digest.to_hex()))
-            .collect();
         let listed = vec![(
             meta.artifact_file.clone(),
             meta.artifact_size,
@@ -138,6 +125,11 @@ fn read_entry(dir: &Path, filter: &PackFilter) -> std::result::Result<Option<Rea
         )];
         (entry, listed)
     };
+    // The index names the entry by what its `meta.json` records; one found under other names
+    // (moved, or relabelled) is not the entry its directory claims.
+    if entry.key != key || entry.variant != variant {
+        return Err(format!("{META_FILE} describes another entry"));
+    }
     // Every regular file of the directory travels (a kernel's compiler record too); those
     // `meta.json` lists must match it.
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -188,6 +180,45 @@ fn changed(dir: &Path) -> std::io::Error {
         "entry {} changed during the export; export again",
         dir.display()
     ))
+}
+
+/// A kernel entry's index record (files still to be added), drawn from its `meta.json` alone:
+/// export writes it, and import and `pack ls` check the index's against it.
+pub(super) fn describe_kernel(meta: &Meta) -> IndexEntry {
+    let mut entry = described(
+        PackEntryKind::Kernel,
+        meta.name.clone(),
+        meta.key.to_hex(),
+        variant_dir_name(&meta.variant),
+    );
+    entry.output = Some(meta.kind.name().to_string());
+    entry.arches = arches_of(meta);
+    entry.toolchain = Some(toolchain_of(meta));
+    entry.headers = meta
+        .headers
+        .iter()
+        .map(|h| format!("{} {}", h.component_name(), h.digest.to_hex()))
+        .collect();
+    entry
+}
+
+/// A stored entry's index record (files still to be added), drawn from its `meta.json` alone.
+pub(super) fn describe_stored(meta: &StoredMeta) -> IndexEntry {
+    described(
+        PackEntryKind::Stored,
+        format!("{}/{}", meta.namespace, meta.key),
+        meta.digest.to_hex(),
+        variant_dir_name(&crate::store::stored_variant()),
+    )
+}
+
+/// The arches a kernel's key recorded (its manifest's `arch` list).
+pub(super) fn arches_of(meta: &Meta) -> Vec<String> {
+    meta.manifest
+        .get("arch")
+        .and_then(|c| c.value.as_deref())
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default()
 }
 
 fn described(kind: PackEntryKind, name: String, key: String, variant: String) -> IndexEntry {

@@ -237,14 +237,15 @@ impl IndexEntry {
         let end = self
             .files
             .last()
-            .map_or(start, |f| f.offset + padded(f.size));
+            .map_or(start, |f| f.offset.saturating_add(padded(f.size)));
         (start, end)
     }
 }
 
-/// `len` rounded up to a whole number of blocks.
+/// `len` rounded up to a whole number of blocks; `u64::MAX` when that does not fit (a size
+/// read from a pack near 2^64, which then lies outside every pack and is refused).
 pub(crate) fn padded(len: u64) -> u64 {
-    len.div_ceil(BLOCK) * BLOCK
+    len.div_ceil(BLOCK).saturating_mul(BLOCK)
 }
 
 impl Index {
@@ -327,6 +328,7 @@ pub(crate) fn check_entry<'a>(
                 format!("file `{}` does not match its digest", file.name),
             ));
         }
+        // `Index::decode` proved every file's padded end inside the data region: no overflow.
         cursor = file.offset + file.size;
         zeros(entry, span, start, cursor, file.offset + padded(file.size))?;
         cursor = file.offset + padded(file.size);
@@ -394,6 +396,27 @@ mod tests {
             index_digest: Digest::of_bytes(&bytes),
         };
         Index::decode(&bytes, &header)
+    }
+
+    /// Issue 31, item 11: a size near 2^64 wrapped the padding arithmetic and panicked the
+    /// importer (overflow in `padded`); it is refused as a file outside the data region.
+    #[test]
+    fn a_file_size_near_two_to_the_64_is_refused_not_a_panic() {
+        let mut index = decoded(&["meta.json"]).expect("a one-file index");
+        index.entries[0].files[0].size = u64::MAX - 10;
+        let bytes = index.encode();
+        let header = Header {
+            index_offset: 2 * BLOCK,
+            index_len: bytes.len() as u64,
+            file_len: 2 * BLOCK + padded(bytes.len() as u64),
+            index_digest: Digest::of_bytes(&bytes),
+        };
+        let refused = Index::decode(&bytes, &header).expect_err("refused");
+        assert!(
+            refused.reason.contains("outside the data region"),
+            "{}",
+            refused.reason
+        );
     }
 
     #[test]

@@ -73,6 +73,32 @@ impl OpenPack {
     }
 }
 
+impl OpenPack {
+    /// The `meta.json` of `entry`, read from the pack and checked against the index's size
+    /// and digest (what `pack ls` shows is drawn from it).
+    pub(super) fn read_meta(&self, path: &Path, entry: &IndexEntry) -> Result<Vec<u8>> {
+        let damage = |offset, why: &str| refused(path, Damage::in_entry(offset, entry, why));
+        let file = entry
+            .files
+            .iter()
+            .find(|f| f.name == META_FILE)
+            .ok_or_else(|| damage(entry.span().0, "the entry has no meta.json"))?;
+        if file.size > MAX_META {
+            return Err(damage(file.offset, "its meta.json is implausibly large"));
+        }
+        // At most MAX_META bytes: the check above.
+        let mut bytes = vec![0u8; file.size as usize];
+        read(&self.file, path, file.offset, &mut bytes)?;
+        if fingerprint::Digest::of_bytes(&bytes) != file.blake3 {
+            return Err(damage(
+                file.offset,
+                "file `meta.json` does not match its digest",
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
 fn read(file: &DirectFile, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
     file.read_exact_at(offset, buf)
         .map_err(|e| Error::io("read pack", path, e.into()))
@@ -83,8 +109,15 @@ type Files<'a> = Vec<(&'a str, &'a [u8])>;
 
 /// An entry checked and ready to publish.
 enum Ready<'a> {
-    Kernel { meta: Meta, files: Files<'a> },
-    Stored { meta: StoredMeta, files: Files<'a> },
+    Kernel {
+        meta: Meta,
+        files: Files<'a>,
+    },
+    Stored {
+        meta: StoredMeta,
+        namespace: Namespace,
+        files: Files<'a>,
+    },
 }
 
 pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
@@ -165,25 +198,31 @@ impl HostCheck {
     }
 }
 
-/// Checks an entry's `meta.json` against its files and the index (damage: `Err`), then this
-/// host against its recorded inputs (`Ok(Err(why))`: skipped).
-fn classify<'a>(
-    cache: &Cache,
+/// An entry's `meta.json`, checked against the index and against itself: every address it
+/// names (key directory, variant, slot) is the one its content derives.
+pub(super) enum Checked {
+    Kernel(Meta),
+    Stored(StoredMeta, Namespace),
+}
+
+/// The largest `meta.json` `pack ls` reads (a kernel's lists its headers; far below this).
+pub(super) const MAX_META: u64 = 16 << 20;
+
+/// Checks an entry's `meta.json` (its bytes already checked against the index's digest) against
+/// the index and against itself, deriving every address from the content, never from the pack's
+/// claims: a kernel's key is its recorded manifest's digest and its slot that of its recorded
+/// name, kind and arches; a stored entry's key directory is blake3(namespace, key). `Err`:
+/// damage; `Ok(Err(why))`: an entry of another format, skipped.
+pub(super) fn check_meta(
     entry: &IndexEntry,
-    files: Files<'a>,
-    host: &mut HostCheck,
-) -> std::result::Result<std::result::Result<Ready<'a>, String>, Damage> {
+    meta_json: &[u8],
+) -> std::result::Result<std::result::Result<Checked, String>, Damage> {
     let meta_at = entry
         .files
         .iter()
         .find(|f| f.name == META_FILE)
         .map_or(entry.span().0, |f| f.offset);
     let bad = |why: &str| Damage::in_entry(meta_at, entry, why.to_string());
-    let meta_json = files
-        .iter()
-        .find(|(n, _)| *n == META_FILE)
-        .map(|(_, b)| *b)
-        .ok_or_else(|| bad("the entry has no meta.json"))?;
     // Each file's size and digest as the index gives them: `check_entry` proved its bytes hash
     // to that digest, so `meta.json` is compared with it rather than hashing the bytes again.
     let recorded = |name: &str| {
@@ -193,24 +232,34 @@ fn classify<'a>(
             .find(|f| f.name == name)
             .map(|f| (f.size, f.blake3))
     };
+    // What the index says beside the files must be what `meta.json` says (`pack ls` shows it).
+    let described = |mut derived: IndexEntry| {
+        derived.files.clone_from(&entry.files);
+        derived == *entry
+    };
     if is_stored_meta(meta_json) {
         let meta: StoredMeta =
             serde_json::from_slice(meta_json).map_err(|e| bad(&format!("meta.json: {e}")))?;
         if meta.format != STORE_FORMAT {
             return Ok(Err(format!("stored entry format {}", meta.format)));
         }
-        let whole = entry.kind == PackEntryKind::Stored
-            && meta.digest.to_hex() == entry.key
-            && entry.variant == variant_dir_name(&crate::store::stored_variant())
-            && files.len() == meta.files.len() + 1
-            && meta
-                .files
-                .iter()
-                .all(|f| recorded(&f.name) == Some((f.size, f.digest)));
+        let namespace = Namespace::new(&meta.namespace).map_err(|e| bad(&e.to_string()))?;
+        crate::store::check_key(&meta.key).map_err(|e| bad(&e.to_string()))?;
+        if meta.digest != crate::store::entry_digest(&namespace, &meta.key) {
+            return Err(bad(
+                "meta.json's digest is not that of its namespace and key",
+            ));
+        }
+        let whole = described(super::export::describe_stored(&meta))
+            && entry.files.len() == meta.files.len() + 1
+            && meta.files.iter().all(|f| {
+                crate::store::check_name(&f.name).is_ok()
+                    && recorded(&f.name) == Some((f.size, f.digest))
+            });
         if !whole {
             return Err(bad("meta.json does not describe the entry's files"));
         }
-        return Ok(Ok(Ready::Stored { meta, files }));
+        return Ok(Ok(Checked::Stored(meta, namespace)));
     }
     let meta: Meta =
         serde_json::from_slice(meta_json).map_err(|e| bad(&format!("meta.json: {e}")))?;
@@ -221,21 +270,58 @@ fn classify<'a>(
             crate::key::CACHE_FORMAT
         )));
     }
+    if crate::key::key_of(&meta.manifest) != meta.key
+        || meta.manifest.get("kind").and_then(|c| c.value.as_deref()) != Some(meta.kind.name())
+    {
+        return Err(bad("meta.json's key is not the digest of its manifest"));
+    }
+    let arches = super::export::arches_of(&meta);
+    if crate::key::slot_of_parts(&meta.name, meta.kind, &arches) != meta.slot {
+        return Err(bad(
+            "meta.json's slot is not that of its name, kind and arches",
+        ));
+    }
     let whole = entry.kind == PackEntryKind::Kernel
-        && meta.key.to_hex() == entry.key
-        && variant_dir_name(&meta.variant) == entry.variant
+        && described(super::export::describe_kernel(&meta))
         && variant_of(&meta.inputs()) == meta.variant
         && crate::pin::is_plain_name(&meta.artifact_file)
         && meta.artifact_file == crate::entry::artifact_file_name(meta.kind)
         && recorded(&meta.artifact_file) == Some((meta.artifact_size, meta.artifact_digest))
         // A kernel entry holds its artifact, its compiler record and `meta.json`, nothing else.
-        && files.iter().all(|(n, _)| {
+        && entry.files.iter().all(|f| {
             [META_FILE, meta.artifact_file.as_str(), crate::compiler_record::RECORD_FILE]
-                .contains(n)
+                .contains(&f.name.as_str())
         });
     if !whole {
         return Err(bad("meta.json does not describe the entry's files"));
     }
+    Ok(Ok(Checked::Kernel(meta)))
+}
+
+/// Checks an entry's `meta.json` ([`check_meta`]: damage is `Err`), then this host against its
+/// recorded inputs (`Ok(Err(why))`: skipped).
+fn classify<'a>(
+    cache: &Cache,
+    entry: &IndexEntry,
+    files: Files<'a>,
+    host: &mut HostCheck,
+) -> std::result::Result<std::result::Result<Ready<'a>, String>, Damage> {
+    let meta_json = files
+        .iter()
+        .find(|(n, _)| *n == META_FILE)
+        .map(|(_, b)| *b)
+        .ok_or_else(|| Damage::in_entry(entry.span().0, entry, "the entry has no meta.json"))?;
+    let meta = match check_meta(entry, meta_json)? {
+        Ok(Checked::Kernel(meta)) => meta,
+        Ok(Checked::Stored(meta, namespace)) => {
+            return Ok(Ok(Ready::Stored {
+                meta,
+                namespace,
+                files,
+            }))
+        }
+        Err(why) => return Ok(Err(why)),
+    };
     let (toolchain, search) = match host.get(cache) {
         Ok(found) => found,
         Err(why) => return Ok(Err(why)),
@@ -313,10 +399,9 @@ fn publish_chunk(
     for r in &ready {
         addresses.push(match r {
             Ready::Kernel { .. } => None,
-            Ready::Stored { meta, .. } => {
-                let namespace = Namespace::new(&meta.namespace)?;
-                Some(store.address(&namespace, &meta.key)?)
-            }
+            Ready::Stored {
+                meta, namespace, ..
+            } => Some(store.address(namespace, &meta.key)?),
         });
     }
     // One lock per lock file (keys share 256 of them), taken in the files' order: two importers,

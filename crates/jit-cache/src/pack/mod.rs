@@ -16,6 +16,9 @@
 //! - An imported entry is an ordinary entry: a hit revalidates it as any other, `verify` and
 //!   `gc` see it, and it was published as a build publishes (one no-replace rename of a whole
 //!   entry; durable before [`Cache::import_pack`] returns).
+//! - Nothing a pack claims is trusted: every address an entry is published at (key directory,
+//!   variant, slot) is derived from its checked `meta.json` (a kernel's key is its manifest's
+//!   digest), and [`list_pack`] shows only what it derived.
 //! - A kernel compiled by another toolchain (nvcc or host compiler) or against toolkit or
 //!   installed headers that differ here is skipped and counted, never published.
 //!
@@ -166,26 +169,44 @@ pub struct PackEntry {
 }
 
 /// Lists a pack without importing it: its header and index are checked (digests, format,
-/// layout); the entries' data is not read.
+/// layout), and each entry's `meta.json` is read, checked against its digest and checked as an
+/// import checks it (every address derived from its content); what is shown is drawn from it.
+/// An entry of another cache format (an import skips it) shows only its kind, name and files.
+/// The other files' data is not read.
 pub fn list_pack(path: impl AsRef<Path>) -> Result<Vec<PackEntry>> {
     let path = path.as_ref();
     let opened = import::OpenPack::open(path)?;
-    Ok(opened
-        .index
-        .entries
-        .into_iter()
-        .map(|e| PackEntry {
-            files: e.files.iter().map(|f| (f.name.clone(), f.size)).collect(),
-            kind: e.kind,
-            name: e.name,
-            key: e.key,
-            variant: e.variant,
-            output: e.output,
-            arches: e.arches,
-            toolchain: e.toolchain,
-            headers: e.headers,
-        })
-        .collect())
+    let mut listed = Vec::with_capacity(opened.index.entries.len());
+    for entry in &opened.index.entries {
+        let meta_json = opened.read_meta(path, entry)?;
+        let described = match import::check_meta(entry, &meta_json).map_err(|d| refused(path, d))? {
+            Ok(import::Checked::Kernel(meta)) => export::describe_kernel(&meta),
+            Ok(import::Checked::Stored(meta, _)) => export::describe_stored(&meta),
+            Err(_) => format::IndexEntry {
+                output: None,
+                arches: Vec::new(),
+                toolchain: None,
+                headers: Vec::new(),
+                ..entry.clone()
+            },
+        };
+        listed.push(PackEntry {
+            files: entry
+                .files
+                .iter()
+                .map(|f| (f.name.clone(), f.size))
+                .collect(),
+            kind: described.kind,
+            name: described.name,
+            key: described.key,
+            variant: described.variant,
+            output: described.output,
+            arches: described.arches,
+            toolchain: described.toolchain,
+            headers: described.headers,
+        });
+    }
+    Ok(listed)
 }
 
 impl Cache {

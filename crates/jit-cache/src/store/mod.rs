@@ -158,7 +158,7 @@ fn process_turns() -> &'static crate::sync::Arc<turns::Turns<TurnKey>> {
 
 /// The key directory's digest of a stored entry: the namespace and the caller's key, in a
 /// preimage no kernel key has (those begin with another domain string).
-fn entry_digest(namespace: &Namespace, key: &str) -> Digest {
+pub(crate) fn entry_digest(namespace: &Namespace, key: &str) -> Digest {
     let mut text = b"jit-cache stored entry 1\0".to_vec();
     text.extend_from_slice(namespace.0.as_bytes());
     text.push(0);
@@ -171,7 +171,7 @@ pub(crate) fn stored_variant() -> Digest {
     Digest::of_bytes(b"jit-cache stored entry variant")
 }
 
-fn check_key(key: &str) -> Result<()> {
+pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() || key.len() > MAX_KEY_LEN {
         return Err(Error::InvalidStoreKey {
             what: format!("key {:?}", truncated(key)),
@@ -272,25 +272,27 @@ impl Store {
         let busy = || Error::Busy {
             namespace: namespace.to_string(),
             key: truncated(key),
-            lock: self.layout.lock_file(&address.digest),
+            lock: self.shown_lock_file(&address.digest),
             waited: wait,
         };
         // This process's other threads at the key first (a condition variable), then other
         // processes and hosts (the key's `flock`), within one deadline.
-        let deadline = std::time::Instant::now() + wait;
-        let turn = turns::Turns::take(
-            process_turns(),
-            (self.root_id, address.digest),
-            Some(deadline),
-        )
-        .ok_or_else(busy)?;
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let guard = crate::hooks::lock_key_within(&self.layout, &address.digest, left).map_err(
-            |e| match e {
-                Error::Fs(e) if e.kind() == std::io::ErrorKind::TimedOut => busy(),
-                other => other,
-            },
-        )?;
+        // A wait too long to add to the clock (`Duration::MAX`, Python's `sys.maxsize`) is a
+        // wait without end.
+        let deadline = std::time::Instant::now().checked_add(wait);
+        let turn = turns::Turns::take(process_turns(), (self.root_id, address.digest), deadline)
+            .ok_or_else(busy)?;
+        let locked = match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                crate::hooks::lock_key_within(&self.layout, &address.digest, left)
+            }
+            None => crate::hooks::lock_key(&self.layout, &address.digest),
+        };
+        let guard = locked.map_err(|e| match e {
+            Error::Fs(e) if e.kind() == std::io::ErrorKind::TimedOut => busy(),
+            other => other,
+        })?;
         crate::hooks::point("store-locked");
         // Another producer may have published while we waited for the lock.
         if let Ok(found) = entry::open(&address, self.layout.protocol) {
@@ -361,6 +363,16 @@ impl Store {
 
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The key's lock file as messages name it: its path under the root, never the
+    /// `/proc/self/fd/N` path this process opens it by (meaningless to anyone else).
+    fn shown_lock_file(&self, digest: &Digest) -> PathBuf {
+        let locks = self.layout.dir(crate::layout::Subdir::Locks);
+        match self.layout.lock_file(digest).file_name() {
+            Some(name) => locks.join(name),
+            None => locks,
+        }
     }
 
     pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {

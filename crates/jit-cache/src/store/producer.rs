@@ -30,6 +30,9 @@ struct Parts {
     _guard: (KeyGuard, super::turns::Turn<super::TurnKey>),
     /// The files came from the fleet tier (verified): nothing to upload after the commit.
     fetched: bool,
+    /// A write failed part of the way: whatever it left is not the caller's file, so the
+    /// producer can never commit.
+    poisoned: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Producer {
@@ -57,6 +60,7 @@ impl Producer {
                 staging,
                 _guard: guard,
                 fetched,
+                poisoned: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -73,11 +77,19 @@ impl Producer {
     }
 
     /// Writes the file `name` of the entry. Plainly: [`Producer::commit`] fsyncs every file
-    /// before the rename that publishes them.
+    /// before the rename that publishes them. A write that fails (a full disk) poisons the
+    /// producer: its partial file is removed and [`Producer::commit`] refuses to publish.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name)?;
         let path = self.parts.staging.path().join(name);
-        std::fs::write(&path, bytes).map_err(|e| Error::io("write stored file", &path, e))
+        std::fs::write(&path, bytes).map_err(|e| {
+            self.parts
+                .poisoned
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            // Best effort: the poison alone keeps the partial file from being published.
+            let _ = std::fs::remove_file(&path);
+            Error::io("write stored file", &path, e)
+        })
     }
 
     /// Publishes the entry: records every file's size and digest in `meta.json` (written last),
@@ -85,6 +97,21 @@ impl Producer {
     /// and fsyncs the parent; then answers with the published entry, pinned. An fsync error is
     /// returned, and nothing is published.
     pub fn commit(self) -> Result<StoredEntry> {
+        if self
+            .parts
+            .poisoned
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(Error::io(
+                "commit stored entry",
+                self.parts.staging.path(),
+                std::io::Error::other(format!(
+                    "an earlier write into {}/{} failed; nothing is published (produce it again)",
+                    self.parts.address.namespace,
+                    super::truncated(&self.parts.address.key)
+                )),
+            ));
+        }
         let layout = self.parts.store.layout();
         let files = self.staged_files()?;
         let meta = StoredMeta::new(&self.parts.address, files);
@@ -99,6 +126,7 @@ impl Producer {
             staging,
             _guard,
             fetched,
+            poisoned: _,
         } = *self.parts;
         let target = address.dir.clone();
         let published = staging.commit_noreplace(&target)?;

@@ -92,3 +92,44 @@ fn a_full_disk_told_in_german_is_the_environments_failure_never_replayed() {
         assert!(again.warning.is_none(), "cached: {:?}", again.warning);
     });
 }
+
+/// Issue 31, item 4: a `Producer::write` that fails half-way (ENOSPC) left its partial file in
+/// staging, and a later `commit` (once the disk had room again) published it as a whole,
+/// verified entry. A failed write now poisons the producer: the commit is refused and nothing
+/// is published.
+#[test]
+fn a_write_that_failed_half_way_is_never_committed() {
+    fs_testbed::run_or_skip(FsKind::TinyTmpfs, |mount| {
+        let store = jit_cache::store::Store::open(mount.join("cache")).expect("open store");
+        let triton = jit_cache::store::Namespace::new("triton").expect("namespace");
+        let producer = match store
+            .begin(&triton, "k", std::time::Duration::from_secs(60))
+            .expect("begin")
+        {
+            jit_cache::store::Claim::Produce(producer) => producer,
+            jit_cache::store::Claim::Ready(_) => panic!("nothing is published yet"),
+        };
+        // Fill the disk, then give back 64 KiB: a 512 KiB write stops part of the way.
+        fill(mount);
+        let filler = mount.join("filler");
+        let len = std::fs::metadata(&filler).expect("filler").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&filler)
+            .and_then(|f| f.set_len(len - 64 * 1024))
+            .expect("free 64 KiB");
+        let failed = producer.write("big.cubin", &vec![7u8; 512 * 1024]);
+        assert!(failed.is_err(), "the write ran out of space");
+        // The disk has room again: the commit must still refuse what was half written.
+        std::fs::remove_file(&filler).expect("free the disk");
+        let committed = producer.commit();
+        assert!(
+            committed.is_err(),
+            "a producer whose write failed commits nothing, got {committed:?}"
+        );
+        assert!(
+            store.get(&triton, "k").expect("get").is_none(),
+            "no partial entry is published"
+        );
+    });
+}

@@ -323,3 +323,136 @@ fn an_empty_pack_round_trips_and_a_foreign_file_is_refused_at_offset_zero() {
         "the message names the pack and the offset: {message}"
     );
 }
+
+/// Every `meta.json` of a root's entries, with its path.
+fn metas(root: &Path) -> Vec<(std::path::PathBuf, serde_json::Value)> {
+    let mut found = Vec::new();
+    let entries = root.join(jit_cache::FORMAT_DIR).join("entries");
+    for shard in std::fs::read_dir(&entries).expect("entries").flatten() {
+        for key in std::fs::read_dir(shard.path()).expect("shard").flatten() {
+            for variant in std::fs::read_dir(key.path()).expect("key").flatten() {
+                let path = variant.path().join("meta.json");
+                if let Ok(text) = std::fs::read(&path) {
+                    found.push((
+                        path,
+                        serde_json::from_slice(&text).expect("meta.json is JSON"),
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Moves an entry directory to the key directory `key` (hex), as a forger relabelling it would.
+fn move_to_key(root: &Path, variant_dir: &Path, key: &str) -> std::path::PathBuf {
+    let key_dir = root
+        .join(jit_cache::FORMAT_DIR)
+        .join("entries")
+        .join(&key[..2])
+        .join(key);
+    std::fs::create_dir_all(&key_dir).expect("key dir");
+    let to = key_dir.join(variant_dir.file_name().expect("variant"));
+    std::fs::rename(variant_dir, &to).expect("move the entry");
+    to
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) {
+    std::fs::write(path, serde_json::to_vec(value).expect("json")).expect("write meta.json");
+}
+
+/// Issue 31, item 1: a stored entry whose `meta.json` digest is not blake3(namespace, key) was
+/// published at the address its namespace and key name, reported imported, and left corrupt
+/// there; one naming an invalid namespace failed the whole import with `InvalidStoreKey`. Both
+/// are now refused as damage naming the entry, and nothing is published.
+#[test]
+fn a_stored_entry_whose_digest_or_namespace_is_forged_is_refused_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("a");
+    fill_store(&root);
+    let (path, mut meta) = metas(&root)
+        .into_iter()
+        .find(|(_, m)| m["key"] == "key-0")
+        .expect("key-0's meta.json");
+    let forged = "ab".repeat(32);
+    meta["digest"] = serde_json::Value::String(forged.clone());
+    write_json(&path, &meta);
+    move_to_key(&root, path.parent().expect("entry dir"), &forged);
+    let a = Cache::open(&root).expect("open a");
+    let pack = dir.path().join("forged.pack");
+    a.export_pack(&pack, &PackFilter::default().name("triton/key-0"))
+        .expect("export");
+    let b = Cache::open(dir.path().join("b")).expect("open b");
+    let (_, entry) = refused_at(&b, &pack, "a digest that is not blake3(namespace, key)");
+    assert!(
+        entry.is_some_and(|e| e.contains("key-0")),
+        "the refusal names the entry"
+    );
+    assert!(
+        b.entries().expect("entries").is_empty(),
+        "nothing published"
+    );
+
+    // The same entry naming a namespace no store accepts.
+    let (path, mut meta) = metas(&root)
+        .into_iter()
+        .find(|(_, m)| m["key"] == "key-0")
+        .expect("key-0's meta.json");
+    meta["namespace"] = serde_json::Value::String("Not A Namespace".into());
+    write_json(&path, &meta);
+    a.export_pack(&pack, &PackFilter::default().name("*key-0"))
+        .expect("export");
+    match b.import_pack(&pack) {
+        Err(Error::Pack { entry, reason, .. }) => {
+            assert!(entry.is_some(), "names the entry: {reason}");
+            assert!(reason.contains("namespace"), "{reason}");
+        }
+        other => panic!("an invalid namespace is the pack's damage, not {other:?}"),
+    }
+}
+
+/// Issue 31, item 1: a kernel entry relabelled with another kernel's key (its `meta.json`'s key,
+/// slot and name, its directory moved) was imported and served for that kernel: a hit with the
+/// other kernel's artifact. The key is now the digest of the recorded manifest and the slot
+/// that of the recorded name, kind and arches, or the pack is refused.
+#[test]
+fn a_kernel_relabelled_with_another_kernels_key_is_refused_never_served() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = open_cache(&dir.path().join("a"));
+    let specs = three_kernels();
+    for spec in &specs[..2] {
+        a.get_or_build(spec).expect("build");
+    }
+    let root = dir.path().join("a").join("cache");
+    let all = metas(&root);
+    let of = |name: &str| {
+        all.iter()
+            .find(|(_, m)| m["name"] == name)
+            .cloned()
+            .expect("the kernel's meta.json")
+    };
+    let ((a_path, mut a_meta), (b_path, b_meta)) = (of("pk0"), of("pk1"));
+    // pk1's own entry goes; pk0's takes its key, slot and name.
+    std::fs::remove_dir_all(b_path.parent().expect("pk1's entry")).expect("remove pk1");
+    for field in ["key", "slot", "name"] {
+        a_meta[field] = b_meta[field].clone();
+    }
+    write_json(&a_path, &a_meta);
+    let key = b_meta["key"].as_str().expect("hex key").to_string();
+    move_to_key(&root, a_path.parent().expect("pk0's entry"), &key);
+    let pack = dir.path().join("relabelled.pack");
+    a.export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    let b = open_cache(&dir.path().join("b"));
+    let imported = b.import_pack(&pack);
+    assert!(
+        matches!(imported, Err(Error::Pack { entry: Some(_), .. })),
+        "a key that is not its manifest's digest is refused: {imported:?}"
+    );
+    let answer = b.get_or_build(&specs[1]).expect("build pk1");
+    assert_eq!(
+        answer.outcome,
+        Outcome::Built,
+        "pk1 is compiled, never pk0's artifact"
+    );
+}

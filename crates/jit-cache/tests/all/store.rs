@@ -460,3 +460,78 @@ fn processes_asking_for_one_key_produce_it_once() {
     let log = std::fs::read_to_string(root.with_extension("log")).expect("log");
     assert_eq!(log.lines().count(), 1, "one producer: {log}");
 }
+
+/// Issue 31, item 11: `begin` with a wait too long to add to the clock (Python's
+/// `wait=sys.maxsize`) panicked in `Instant + Duration`; it now waits without end.
+#[test]
+fn a_wait_beyond_the_clock_is_a_wait_without_end_not_a_panic() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("cache")).expect("open store");
+    let producer = produce(
+        store
+            .begin(&ns("triton"), "k", Duration::MAX)
+            .expect("begin with the longest wait"),
+    );
+    producer.write("f", b"x").expect("write");
+    producer.commit().expect("commit");
+    let entry = ready(
+        store
+            .begin(&ns("triton"), "k", Duration::from_secs(u64::MAX))
+            .expect("begin again"),
+    );
+    assert_eq!(entry.read("f").expect("read"), b"x");
+}
+
+/// Issue 31, item 6: a `meta.json` recording a huge size made every reader reserve that much
+/// memory before reading (an abort); the allocation is now bounded by what the file holds, and
+/// the entry is a miss that `verify` moves aside.
+#[test]
+fn a_meta_json_recording_a_huge_size_is_a_miss_not_an_abort() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = Store::open(&root).expect("open store");
+    let entry = store
+        .get_or_insert_with(&ns("triton"), "huge", WAIT, |dir| {
+            std::fs::write(dir.join("f"), b"small")
+        })
+        .expect("produce");
+    let meta_path = entry.dir().join("meta.json");
+    drop(entry);
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).expect("read meta")).expect("json");
+    meta["files"][0]["size"] = serde_json::Value::from(1u64 << 46);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).expect("json")).expect("write meta");
+    assert!(
+        store.get(&ns("triton"), "huge").expect("get").is_none(),
+        "a size its file does not hold is a miss"
+    );
+    let cache = Cache::open(&root).expect("open cache");
+    let verified = cache.verify().expect("verify");
+    assert_eq!(verified.corrupt.len(), 1, "verify moves it aside");
+}
+
+/// Issue 31, item 11: `Error::Busy`'s lock (Python's `BusyError.path`) was
+/// `/proc/self/fd/N/...`, meaningless to anyone else; it is the lock file's path under the root.
+#[test]
+fn a_busy_error_names_the_lock_file_under_the_root() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = Store::open(&root).expect("open store");
+    let _holder = produce(store.begin(&ns("triton"), "k", WAIT).expect("begin"));
+    let other = store.clone();
+    let result = std::thread::spawn(move || {
+        other
+            .begin(&ns("triton"), "k", Duration::from_millis(50))
+            .map(|_| ())
+    })
+    .join()
+    .expect("thread");
+    match result {
+        Err(Error::Busy { lock, .. }) => assert!(
+            lock.starts_with(&root) && lock.parent().is_some_and(|d| d.ends_with("locks")),
+            "the lock file's own path: {}",
+            lock.display()
+        ),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+}
