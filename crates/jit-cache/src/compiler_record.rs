@@ -16,6 +16,7 @@
 //! every hit (a relative name is relative to each request's own working directory, as it was to
 //! the compile's).
 
+use crate::headers::HeaderRecord;
 use crate::search::SearchPath;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -107,24 +108,49 @@ pub(crate) fn shared_text(entry_dir: &Path) -> Option<String> {
 pub(crate) fn write_shared(
     entry_dir: &Path,
     text: &str,
-    headers: &std::collections::HashSet<PathBuf>,
+    headers: &[HeaderRecord],
+    search: &SearchPath,
     working_dir: &Path,
 ) {
-    let Some(record) = parse(text.as_bytes()) else {
-        return;
-    };
-    // By the files themselves: a dependency file spells the toolkit's headers through
-    // `bin/../include`, the records by their directory.
-    let recorded: std::collections::HashSet<PathBuf> = headers
-        .iter()
-        .filter_map(|h| std::fs::canonicalize(h).ok())
-        .collect();
-    let named_are_recorded = record.prerequisites.iter().all(|p| {
-        std::fs::canonicalize(working_dir.join(&p.path)).is_ok_and(|path| recorded.contains(&path))
-    });
-    if text.len() <= MAX_SHARED_RECORD && named_are_recorded {
+    if text.len() <= MAX_SHARED_RECORD && names_only(text.as_bytes(), headers, search, working_dir)
+    {
         let _ = std::fs::write(entry_dir.join(RECORD_FILE), text);
     }
+}
+
+/// Whether a record another host made (shared, or in a pack) names only headers its variant
+/// records: by the file this host finds at the header's place where `search` resolves it (a
+/// dependency file spells the toolkit's headers through `bin/../include`, the records by their
+/// directory), else, for a project header whose directory only a request knows (an import), by
+/// its name under that directory. A record that names another file (one relabelled from another
+/// kernel) could make a launcher write a dependency file of another compile's headers.
+///
+/// Limitation: a record that leaves a header out names only recorded ones and passes; the
+/// dependency file written from it would then miss that header.
+pub(crate) fn names_only(
+    text: &[u8],
+    headers: &[HeaderRecord],
+    search: &SearchPath,
+    working_dir: &Path,
+) -> bool {
+    let Some(record) = parse(text) else {
+        return false;
+    };
+    let mut files = std::collections::HashSet::new();
+    let mut names = Vec::new();
+    for header in headers {
+        match search.path_of(header.base, &header.rel) {
+            Some(path) => files.extend(std::fs::canonicalize(path).ok()),
+            None => names.push(header.rel.as_path()),
+        }
+    }
+    record.prerequisites.iter().all(|p| {
+        let path = working_dir.join(&p.path);
+        std::fs::canonicalize(&path).is_ok_and(|path| files.contains(&path))
+            || names
+                .iter()
+                .any(|rel| !rel.as_os_str().is_empty() && path.ends_with(rel))
+    })
 }
 
 /// Reads the record of the entry at `entry_dir`.

@@ -348,6 +348,14 @@ fn classify<'a>(
     if let Err(mismatch) = cache.revalidate(&headers, &absent, search) {
         return Ok(Err(format!("inputs differ here: {mismatch}")));
     }
+    // The compiler record (the launcher's dependency file) is kept only when it names the
+    // entry's own headers; without it the launcher runs nvcc for the entry.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut files = files;
+    files.retain(|(name, bytes)| {
+        *name != crate::compiler_record::RECORD_FILE
+            || crate::compiler_record::names_only(bytes, &meta.headers, search, &cwd)
+    });
     Ok(Ok(Ready::Kernel { meta, files }))
 }
 

@@ -235,12 +235,13 @@ fn publish_fetched(
     std::fs::write(&artifact_path, bytes)
         .map_err(|e| Error::io("write fetched artifact", &artifact_path, e))?;
     if let Some(text) = &remote_variant.record {
-        let headers = inputs
-            .headers
-            .iter()
-            .filter_map(|h| prepared.search.path_of(h.base, &h.rel))
-            .collect();
-        crate::compiler_record::write_shared(staging.path(), text, &headers, &request.working_dir);
+        crate::compiler_record::write_shared(
+            staging.path(),
+            text,
+            &inputs.headers,
+            &prepared.search,
+            &request.working_dir,
+        );
     }
     let target = layout.entry_dir(&prepared.key, &variant);
     let staged = Staged {

@@ -456,3 +456,71 @@ fn a_kernel_relabelled_with_another_kernels_key_is_refused_never_served() {
         "pk1 is compiled, never pk0's artifact"
     );
 }
+
+#[test]
+fn a_compiler_record_naming_another_kernels_headers_is_not_imported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir src");
+    for (name, n) in [("ra", 1), ("rb", 2)] {
+        std::fs::write(
+            src.join(format!("{name}.cuh")),
+            format!("#define SCALE_{n} {n}.0f\n"),
+        )
+        .expect("write header");
+        std::fs::write(
+            src.join(format!("{name}.cu")),
+            format!(
+                "#include \"{name}.cuh\"\nextern \"C\" __global__ void {name}(float *x) {{ x[0] *= SCALE_{n}; }}\n"
+            ),
+        )
+        .expect("write source");
+    }
+    let spec = |name: &str| {
+        KernelSpec::from_file(src.join(format!("{name}.cu")))
+            .name(name)
+            .arches(["sm_90"])
+    };
+    let a = open_cache(&dir.path().join("a"));
+    let (_, ra_record) = a.get_or_build_with_record(&spec("ra")).expect("build ra");
+    let (_, rb_record) = a.get_or_build_with_record(&spec("rb")).expect("build rb");
+    assert!(
+        ra_record.is_some() && rb_record.is_some(),
+        "builds keep a record"
+    );
+    // ra's entry gets rb's record: a dependency file of another compile's headers.
+    let root = dir.path().join("a").join("cache");
+    let all = metas(&root);
+    let entry_of = |name: &str| {
+        all.iter()
+            .find(|(_, m)| m["name"] == name)
+            .map(|(p, _)| p.parent().expect("entry dir").to_path_buf())
+            .expect("the kernel's entry")
+    };
+    std::fs::copy(
+        entry_of("rb").join("compiler.json"),
+        entry_of("ra").join("compiler.json"),
+    )
+    .expect("swap the record");
+    let pack = dir.path().join("records.pack");
+    a.export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    let b = open_cache(&dir.path().join("b"));
+    let imported = b.import_pack(&pack).expect("import");
+    assert_eq!(imported.imported, 2, "{imported:?}");
+    let (answer, record) = b.get_or_build_with_record(&spec("ra")).expect("get ra");
+    assert_eq!(answer.outcome, Outcome::Hit, "ra's artifact is imported");
+    let names: Vec<String> = record
+        .iter()
+        .flat_map(|r| r.prerequisites.iter().map(|p| p.path.display().to_string()))
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.ends_with("rb.cuh")),
+        "ra's record never names rb's header: {names:?}"
+    );
+    let (_, record) = b.get_or_build_with_record(&spec("rb")).expect("get rb");
+    assert!(
+        record.is_some_and(|r| r.prerequisites.iter().any(|p| p.path.ends_with("rb.cuh"))),
+        "rb's own record is imported"
+    );
+}
