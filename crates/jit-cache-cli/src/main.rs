@@ -72,6 +72,22 @@ fn remote(cli: &Cli) -> Option<jit_cache::Remote> {
     fleet::remote(cli.remote.as_ref(), cli.remote_mode)
 }
 
+/// A caller's name as a terminal may show it: control characters (a newline, an escape
+/// sequence in a stored entry's key) written as escapes, so a name can neither forge a line of
+/// the listing nor drive the terminal.
+fn printable(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
 fn run(cli: &Cli) -> Result<u8, Error> {
     // Listing a pack needs no cache.
     if let Command::Pack {
@@ -164,7 +180,7 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                 for e in entries {
                     say!(
                         "{:<24} {:<7} {:>9} {}",
-                        e.name,
+                        printable(&e.name),
                         e.kind,
                         e.bytes,
                         e.path.display()

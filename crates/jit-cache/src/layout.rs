@@ -371,10 +371,16 @@ impl Layout {
     }
 
     /// Appends one line to the event log: publications only (a hit never writes).
-    pub(crate) fn log_event(&self, what: &str, name: &str, ms: u64) {
+    pub(crate) fn log_event(&self, event: crate::event_log::Event, name: &str, ms: u64) {
         use std::io::Write;
+        let record = crate::event_log::Record {
+            at_ms: crate::host::now_ms(),
+            event,
+            name: name.to_string(),
+            compile_ms: ms,
+        };
         if let Ok(mut file) = self.open_append(Subdir::State, "events.log") {
-            let _ = writeln!(file, "{} {what} {name} {ms}", crate::host::now_ms());
+            let _ = writeln!(file, "{}", record.line());
         }
     }
 

@@ -87,6 +87,7 @@ mod counters;
 pub mod cuda;
 mod entry;
 mod error;
+mod event_log;
 mod evict;
 #[cfg(feature = "failpoints")]
 mod failpoints;

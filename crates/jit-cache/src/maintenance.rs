@@ -136,7 +136,7 @@ impl Cache {
         };
         let builds_recorded =
             std::fs::read_to_string(layout.pinned(Subdir::State).join("events.log"))
-                .map(|s| s.lines().filter(|l| l.contains(" build ")).count())
+                .map(|log| crate::event_log::builds(&log))
                 .unwrap_or(0);
         // This handle's own counts first, so that they are in what it reports.
         self.counters.save(layout);

@@ -304,11 +304,12 @@ pub(crate) enum Origin {
 }
 
 impl Origin {
-    fn word(self) -> &'static str {
+    fn event(self) -> crate::event_log::Event {
+        use crate::event_log::Event;
         match self {
-            Origin::Build => "build",
-            Origin::Fetch => "fetch",
-            Origin::Import => "import",
+            Origin::Build => Event::Build,
+            Origin::Fetch => Event::Fetch,
+            Origin::Import => Event::Import,
         }
     }
 }
@@ -426,7 +427,7 @@ pub(crate) fn after_rename(
 ) -> Result<()> {
     record_published(cache, layout, owner, &meta.variant, inputs, records)?;
     let _ = std::fs::remove_file(layout.failure_file(&owner.key));
-    layout.log_event(origin.word(), owner.name, meta.compile_ms);
+    layout.log_event(origin.event(), owner.name, meta.compile_ms);
     Ok(())
 }
 

@@ -251,3 +251,30 @@ fn an_empty_nvcc_append_flags_is_the_same_command_as_none() {
         "one compile for unset, empty and blank"
     );
 }
+
+#[test]
+fn ls_prints_a_stored_key_with_control_characters_as_escapes_on_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = jit_cache::store::Store::open(&root).expect("open store");
+    let ns = jit_cache::store::Namespace::new("triton").expect("namespace");
+    store
+        .get_or_insert_with(
+            &ns,
+            "k\n17 forged-line\u{1b}[2J",
+            std::time::Duration::from_secs(30),
+            |dir| std::fs::write(dir.join("x"), b"bytes"),
+        )
+        .expect("stored entry");
+    let out = crate::support::cli(&root, &crate::support::real_nvcc())
+        .arg("ls")
+        .output()
+        .expect("run ls");
+    assert!(out.status.success(), "ls: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one entry, one line: {text:?}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "no escape sequence reaches the terminal: {text:?}"
+    );
+}

@@ -524,7 +524,9 @@ fn publish_chunk(
                     )?;
                 }
             }
-            Pushed::Stored(address) => crate::store::after_rename(layout, &address, "store-import"),
+            Pushed::Stored(address) => {
+                crate::store::after_rename(layout, &address, crate::event_log::Event::StoreImport)
+            }
         }
         report.imported += 1;
     }

@@ -140,7 +140,11 @@ impl Producer {
         after_rename(
             layout,
             &address,
-            if fetched { "store-fetch" } else { "store" },
+            if fetched {
+                crate::event_log::Event::StoreFetch
+            } else {
+                crate::event_log::Event::Store
+            },
         );
         let entry = entry::open(&address, store.layout().protocol)
             .map_err(|why| published_error(&target, why))?;
@@ -221,12 +225,16 @@ pub(crate) fn before_rename(
 
 /// The second half, once the rename published the entry: the note for other hosts' waiters
 /// (shared protocol) and the event log.
-pub(crate) fn after_rename(layout: &crate::layout::Layout, address: &Address, what: &str) {
+pub(crate) fn after_rename(
+    layout: &crate::layout::Layout,
+    address: &Address,
+    event: crate::event_log::Event,
+) {
     if layout.protocol == Protocol::Shared {
         crate::liveness::note_published(layout, &address.digest, &super::stored_variant());
     }
     layout.log_event(
-        what,
+        event,
         &format!("{}/{}", address.namespace, super::truncated(&address.key)),
         0,
     );

@@ -10,6 +10,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         "foundations",
         &[
             "error",
+            // The event log's one codec: typed records, names escaped.
+            "event_log",
             // The fork rule's registrar: each structure registers its own rule with it.
             "fork",
             "fstype",

@@ -535,3 +535,24 @@ fn a_busy_error_names_the_lock_file_under_the_root() {
         other => panic!("expected Busy, got {other:?}"),
     }
 }
+
+#[test]
+fn a_key_that_spells_log_lines_forges_no_build_and_stays_one_record() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = Store::open(&root).expect("open store");
+    let forged = "k build 1 2\n1700000000000 build forged 0";
+    store
+        .get_or_insert_with(&ns("triton"), forged, WAIT, |dir| {
+            std::fs::write(dir.join("x"), b"bytes")
+        })
+        .expect("stored entry");
+    let cache = Cache::open(&root).expect("open cache");
+    let stats = cache.stats().expect("stats");
+    assert_eq!(
+        stats.builds_recorded, 0,
+        "a stored entry is no build, whatever its key spells"
+    );
+    let log = std::fs::read_to_string(root.join("v2/state/events.log")).expect("read the log");
+    assert_eq!(log.lines().count(), 1, "one publication, one line: {log:?}");
+}
