@@ -11,6 +11,7 @@ mod never_guesses;
 mod pack;
 mod pipelines;
 mod processes;
+mod readme;
 mod remote;
 mod search_props;
 mod team_root;
