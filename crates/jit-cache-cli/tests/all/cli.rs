@@ -251,3 +251,51 @@ fn an_empty_nvcc_append_flags_is_the_same_command_as_none() {
         "one compile for unset, empty and blank"
     );
 }
+
+#[test]
+fn a_relative_cache_root_caches_a_ptx_build() {
+    // `--cache-dir rel` and `JIT_CACHE_DIR=rel`: before, the compile's own places were spelled
+    // relative while the trace's were absolute, so every PTX build was a side effect, compiled
+    // again at every request.
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("k.cu"), kernel_text(73)).expect("write kernel");
+    let counter = CountingCompiler::new(dir.path());
+    for _ in 0..2 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jit-cache"))
+            .args([
+                "--json",
+                "--cache-dir",
+                "rel-cli",
+                "build",
+                "k.cu",
+                "--kind",
+                "ptx",
+            ])
+            .current_dir(dir.path())
+            .env("NVCC", &counter.path)
+            .output()
+            .expect("run build");
+        assert!(out.status.success(), "{out:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("build JSON");
+        assert!(
+            doc["results"][0]["warning"].is_null(),
+            "cached, no warning: {doc}"
+        );
+    }
+    assert_eq!(counter.compiles(), 1, "the CLI compiled once, then hit");
+    for _ in 0..2 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jit-cache"))
+            .arg(&counter.path)
+            .args(["-arch=sm_90", "-ptx", "k.cu", "-o", "k.ptx"])
+            .current_dir(dir.path())
+            .env("JIT_CACHE_DIR", "rel-launcher")
+            .output()
+            .expect("run the launcher");
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert_eq!(
+        counter.compiles(),
+        2,
+        "the launcher compiled once, then hit"
+    );
+}
