@@ -295,7 +295,7 @@ fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
     // The process ends now: what it holds (hundreds of parsed records, the handle's memos) is
     // left to the exit instead of freed piece by piece; the state worth keeping is saved.
     cache.save_state();
-    if answer.warning.is_some() {
+    if !answer.artifact.is_cached() {
         // A private answer's directory is this process's to remove.
         drop(answer);
     } else {

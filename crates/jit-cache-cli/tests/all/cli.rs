@@ -195,6 +195,28 @@ fn an_uncached_answer_names_a_path_that_outlives_the_command() {
         });
         assert_eq!(&bytes[..4], b"\x7fELF", "a cubin");
         let _ = std::fs::remove_dir_all(path.parent().expect("kept dir"));
+        // The text form prints the same lasting path (before, the private copy's, gone by the
+        // time the command returned).
+        let out = cli(&mount.join("cache"), &real_nvcc())
+            .arg("build")
+            .arg(&source)
+            .output()
+            .expect("run build");
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let printed = stdout
+            .trim_end()
+            .rsplit_once(' ')
+            .map(|(_, path)| std::path::PathBuf::from(path))
+            .expect("`k: built PATH`");
+        let bytes = std::fs::read(&printed).unwrap_or_else(|e| {
+            panic!(
+                "the printed path {} names the artifact: {e}",
+                printed.display()
+            )
+        });
+        assert_eq!(&bytes[..4], b"\x7fELF", "a cubin");
+        let _ = std::fs::remove_dir_all(printed.parent().expect("kept dir"));
     });
 }
 
