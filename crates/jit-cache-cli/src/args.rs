@@ -190,13 +190,18 @@ fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("`{s}` is not a positive number of seconds"))
 }
 
+/// The kinds `build --kind` makes, spelled by [`OutputKind::name`] (objects and shared
+/// libraries are the launcher's, from nvcc's own command lines).
+const BUILD_KINDS: [OutputKind; 3] = [OutputKind::Cubin, OutputKind::Ptx, OutputKind::Fatbin];
+
 fn parse_kind(s: &str) -> Result<OutputKind, String> {
-    match s {
-        "cubin" => Ok(OutputKind::Cubin),
-        "ptx" => Ok(OutputKind::Ptx),
-        "fatbin" => Ok(OutputKind::Fatbin),
-        other => Err(format!("unknown kind `{other}` (cubin, ptx or fatbin)")),
-    }
+    BUILD_KINDS
+        .into_iter()
+        .find(|k| k.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = BUILD_KINDS.iter().map(OutputKind::name).collect();
+            format!("unknown kind `{s}` ({})", names.join(", "))
+        })
 }
 
 fn parse_pack_arch(s: &str) -> Result<String, String> {
@@ -259,5 +264,16 @@ mod tests {
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
         assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
         assert!(parse_duration("3 weeks").is_err());
+    }
+
+    #[test]
+    fn build_kinds_parse_by_their_names() {
+        for kind in BUILD_KINDS {
+            assert_eq!(parse_kind(kind.name()), Ok(kind), "{kind:?} by its name");
+        }
+        assert!(
+            parse_kind("object").is_err(),
+            "objects are the launcher's, not build's"
+        );
     }
 }

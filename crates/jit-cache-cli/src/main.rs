@@ -273,7 +273,7 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
                         "{}: {} {}",
                         spec.name,
                         answer.outcome,
-                        answer.artifact.path().display()
+                        lasting_path(spec, answer).display()
                     );
                 }
             }
@@ -299,13 +299,14 @@ fn build(cli: &Cli, cache: &Cache, spec_args: &SpecArgs, jobs: Option<usize>) ->
     Ok(if code == EXIT_CACHE { EXIT_CACHE } else { code })
 }
 
-/// A path to the answer's artifact that exists after this command ends. A cached artifact's
-/// entry outlives the command; an uncached one (the cache was full, read-only or failing) lives
-/// in a private directory removed with the answer, so its bytes are copied to a directory of
-/// its own under the temporary directory, which is left for the caller (and named in the
-/// warning already printed).
+/// A path to the answer's artifact that exists after this command ends, for the text and JSON
+/// forms alike. A cached artifact's entry outlives the command; an uncached one (whatever made it
+/// so: a full, read-only or failing cache, an input changed while it compiled) lives in a private
+/// directory removed with the answer, so its bytes are copied to a directory of its own under
+/// the temporary directory, which is left for the caller (and named in a note). Whether it is
+/// cached is the artifact's own answer, not the warning's presence.
 fn lasting_path(spec: &KernelSpec, answer: &Answer) -> std::path::PathBuf {
-    if answer.warning.is_none() {
+    if answer.artifact.is_cached() {
         return answer.artifact.path().to_path_buf();
     }
     let kept = std::env::temp_dir().join(format!(

@@ -143,7 +143,11 @@ impl Cache {
 
     /// Opens the cache at `root` with options.
     pub fn open_with(root: impl AsRef<Path>, options: CacheOptions) -> Result<Cache> {
-        let root = root.as_ref().to_path_buf();
+        // Absolute once, here: the handle's root and its layout's places are spelled alike. A
+        // root that cannot be made absolute (no working directory) fails in `Layout::open`
+        // below, as any root that cannot be opened does.
+        let root = crate::layout::absolute_root(root.as_ref())
+            .unwrap_or_else(|_| root.as_ref().to_path_buf());
         let layout = match Layout::open(&root, options.mode) {
             Ok(layout) => Ok(layout.with_sharing(options.sharing)),
             Err(e @ Error::UnsafeRoot { .. }) => return Err(e),

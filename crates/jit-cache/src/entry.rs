@@ -211,6 +211,12 @@ impl Artifact {
         self.inner.kind
     }
 
+    /// Whether the path names a cache entry, which outlives this value (unpinned, it may be
+    /// evicted later), rather than a private directory removed when the last clone is dropped.
+    pub fn is_cached(&self) -> bool {
+        matches!(self.inner._pin, Pin::Entry(_))
+    }
+
     pub(crate) fn private(
         bytes: Vec<u8>,
         path: PathBuf,

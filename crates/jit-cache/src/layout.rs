@@ -108,6 +108,7 @@ struct OpenDirs {
 impl Layout {
     /// Opens (creating when missing) a root, refusing one that is not safe to use.
     pub(crate) fn open(root: &Path, mode: RootMode) -> Result<Layout> {
+        let root = &absolute_root(root)?;
         let dir_mode = match mode {
             RootMode::Private => 0o700,
             RootMode::Team => 0o2770,
@@ -393,6 +394,14 @@ impl Layout {
 }
 
 /// Opens a directory relative to `at` without following a symlink in its last component.
+/// The root spelled absolute, against the working directory at open (lexically: a symlink in
+/// it is still checked by [`check_root`]). Every place derived from it (staging, entries, the
+/// compile's private directory) is then spelled as the trace of a compile spells it, and a later
+/// `chdir` cannot move the root.
+pub(crate) fn absolute_root(root: &Path) -> Result<PathBuf> {
+    std::path::absolute(root).map_err(|e| Error::io("resolve the cache root", root, e))
+}
+
 pub(crate) fn open_dir_nofollow(at: impl AsFd, path: &Path) -> Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     rustix::fs::openat(at, path, flags, Mode::empty())

@@ -58,16 +58,23 @@ pub(crate) fn dispatch() -> Option<ExitCode> {
     }
     // Any other program a build runs through its launcher variable (`FLASHINFER_CXX_LAUNCHER`
     // makes it `jit-cache c++ ...`): not one of the CLI's commands, so it runs unchanged.
-    if !bytes.starts_with(b"-") && !SUBCOMMANDS.iter().any(|c| first == *c) {
+    if !bytes.starts_with(b"-") && !is_subcommand(first) {
         return Some(launch(Some(PathBuf::from(first)), &args[2..]));
     }
     None
 }
 
-/// The CLI's own commands (`args.rs`); any other first word is a program to launch.
-const SUBCOMMANDS: &[&str] = &[
-    "build", "explain", "stats", "ls", "verify", "gc", "clear", "shim", "help",
-];
+/// Whether `word` names one of the CLI's own commands, read from the command definition
+/// (`args.rs`, and clap's `help`) so that a command added there is never launched as a program.
+fn is_subcommand(word: &std::ffi::OsStr) -> bool {
+    let mut cli = <crate::args::Cli as clap::CommandFactory>::command();
+    // Building the definition adds the subcommands clap generates (`help`).
+    cli.build();
+    let known = cli
+        .get_subcommands()
+        .any(|c| c.get_name() == word || c.get_all_aliases().any(|alias| alias == word));
+    known
+}
 
 /// Whether `program` is nvcc (by its file name: `nvcc`, or a wrapper named after it). Another
 /// compiler (`c++`, `g++`) runs unchanged: this launcher caches nvcc's commands only.
@@ -299,7 +306,7 @@ fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
     // The process ends now: what it holds (hundreds of parsed records, the handle's memos) is
     // left to the exit instead of freed piece by piece; the state worth keeping is saved.
     cache.save_state();
-    if answer.warning.is_some() {
+    if !answer.artifact.is_cached() {
         // A private answer's directory is this process's to remove.
         drop(answer);
     } else {

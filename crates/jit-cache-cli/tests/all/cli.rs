@@ -195,6 +195,28 @@ fn an_uncached_answer_names_a_path_that_outlives_the_command() {
         });
         assert_eq!(&bytes[..4], b"\x7fELF", "a cubin");
         let _ = std::fs::remove_dir_all(path.parent().expect("kept dir"));
+        // The text form prints the same lasting path (before, the private copy's, gone by the
+        // time the command returned).
+        let out = cli(&mount.join("cache"), &real_nvcc())
+            .arg("build")
+            .arg(&source)
+            .output()
+            .expect("run build");
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let printed = stdout
+            .trim_end()
+            .rsplit_once(' ')
+            .map(|(_, path)| std::path::PathBuf::from(path))
+            .expect("`k: built PATH`");
+        let bytes = std::fs::read(&printed).unwrap_or_else(|e| {
+            panic!(
+                "the printed path {} names the artifact: {e}",
+                printed.display()
+            )
+        });
+        assert_eq!(&bytes[..4], b"\x7fELF", "a cubin");
+        let _ = std::fs::remove_dir_all(printed.parent().expect("kept dir"));
     });
 }
 
@@ -276,5 +298,53 @@ fn ls_prints_a_stored_key_with_control_characters_as_escapes_on_one_line() {
     assert!(
         !text.contains('\u{1b}'),
         "no escape sequence reaches the terminal: {text:?}"
+    );
+}
+
+#[test]
+fn a_relative_cache_root_caches_a_ptx_build() {
+    // `--cache-dir rel` and `JIT_CACHE_DIR=rel`: before, the compile's own places were spelled
+    // relative while the trace's were absolute, so every PTX build was a side effect, compiled
+    // again at every request.
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("k.cu"), kernel_text(73)).expect("write kernel");
+    let counter = CountingCompiler::new(dir.path());
+    for _ in 0..2 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jit-cache"))
+            .args([
+                "--json",
+                "--cache-dir",
+                "rel-cli",
+                "build",
+                "k.cu",
+                "--kind",
+                "ptx",
+            ])
+            .current_dir(dir.path())
+            .env("NVCC", &counter.path)
+            .output()
+            .expect("run build");
+        assert!(out.status.success(), "{out:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("build JSON");
+        assert!(
+            doc["results"][0]["warning"].is_null(),
+            "cached, no warning: {doc}"
+        );
+    }
+    assert_eq!(counter.compiles(), 1, "the CLI compiled once, then hit");
+    for _ in 0..2 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jit-cache"))
+            .arg(&counter.path)
+            .args(["-arch=sm_90", "-ptx", "k.cu", "-o", "k.ptx"])
+            .current_dir(dir.path())
+            .env("JIT_CACHE_DIR", "rel-launcher")
+            .output()
+            .expect("run the launcher");
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert_eq!(
+        counter.compiles(),
+        2,
+        "the launcher compiled once, then hit"
     );
 }

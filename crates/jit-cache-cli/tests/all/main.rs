@@ -12,6 +12,7 @@ mod never_guesses;
 mod pack;
 mod pipelines;
 mod processes;
+mod readme;
 mod releases;
 mod remote;
 mod search_props;
