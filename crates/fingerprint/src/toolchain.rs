@@ -157,13 +157,56 @@ pub fn tool_identity(
     })
 }
 
+/// How long a tool may take to answer its version probe: a wrapper that hangs on an argument
+/// it does not know (a test's stand-in compiler) fails the probe instead of the caller.
+const PROBE_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 fn run_version(binary: &Path, args: &[&str]) -> Result<String, Error> {
     let op = "run for version";
-    let out = Command::new(binary)
+    let mut child = Command::new(binary)
         .args(args)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| Error::io(op, binary, e))?;
+    // Both pipes drain on their own threads, so a chatty tool never blocks on a full pipe while
+    // this thread watches the clock.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = std::time::Instant::now() + PROBE_LIMIT;
+    let status = loop {
+        match child.try_wait().map_err(|e| Error::io(op, binary, e))? {
+            Some(status) => break status,
+            None if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::new(
+                    op,
+                    binary,
+                    ErrorKind::ToolProbe {
+                        reason: format!("{args:?} did not answer within {PROBE_LIMIT:?}"),
+                    },
+                ));
+            }
+            // Polling the child's exit: a probe takes milliseconds, a hung one the limit.
+            None => std::thread::sleep(std::time::Duration::from_millis(2)),
+        }
+    };
+    let out = std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
     if !out.status.success() {
         return Err(Error::new(
             op,

@@ -301,3 +301,19 @@ fn identity_cache_from_another_boot_starts_empty() {
     let id = tool_identity(tool, &[], &["--version"], &mut corrupt).expect("identity from scratch");
     assert!(!id.version.is_empty(), "a corrupt cache is only a miss");
 }
+
+#[test]
+fn a_tool_that_never_answers_its_probe_fails_it_instead_of_hanging_the_caller() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tool = dir.path().join("bin/hangs");
+    std::fs::create_dir_all(tool.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&tool, "#!/bin/sh\nexec sleep 600\n").expect("write tool");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cache = IdentityCache::default();
+    let probed = tool_identity(&tool, &[], &["--help"], &mut cache);
+    let err = probed.expect_err("a probe that never answers is an error");
+    assert!(
+        err.to_string().contains("did not answer"),
+        "the error says why: {err}"
+    );
+}

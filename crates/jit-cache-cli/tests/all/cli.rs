@@ -91,7 +91,7 @@ fn a_compile_timeout_exits_1_with_a_structured_error() {
     std::fs::create_dir_all(hanging.parent().expect("parent")).expect("mkdir");
     write_executable(
         &hanging,
-        "#!/bin/sh\ncase \" $* \" in *\" --version \"*) echo 'Cuda compilation tools, release 13.5, V13.5.0' ;; *\" -dryrun \"*) exit 1 ;; *) exec sleep 600 ;; esac\n",
+        "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" --help \"*) echo 'Cuda compilation tools, release 13.5, V13.5.0' ;; *\" -dryrun \"*) exit 1 ;; *) exec sleep 600 ;; esac\n",
     );
     let source = dir.path().join("k.cu");
     std::fs::write(&source, kernel_text(1)).expect("write kernel");
