@@ -91,3 +91,20 @@ def require_tool(name: str) -> str:
     found = shutil.which(name)
     assert found, f"{name} must be installed (cargo xtask setup installs it)"
     return found
+
+
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C raises KeyboardInterrupt in this process for the test, whatever disposition the
+    suite was started with: a background job of a non-interactive shell starts with SIGINT
+    ignored, and Python then installs no handler of its own."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+@pytest.fixture
+def sigint_default():
+    """A `preexec_fn` that gives a child process SIGINT's default disposition (its Python then
+    installs the KeyboardInterrupt handler), for the same reason as `sigint_raises`."""
+    return lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)

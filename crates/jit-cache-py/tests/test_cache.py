@@ -121,7 +121,7 @@ def test_other_python_threads_run_while_a_kernel_compiles(cache):
 
 
 def test_ctrl_c_in_the_main_thread_interrupts_a_compile_and_publishes_nothing_wrong(
-    tmp_path, slow_nvcc
+    tmp_path, slow_nvcc, sigint_raises
 ):
     cache = jit_cache.Cache(tmp_path / "cache", nvcc=slow_nvcc)
     src = jit_cache.Source.text("slow.cu", KERNEL)
@@ -139,7 +139,9 @@ def test_ctrl_c_in_the_main_thread_interrupts_a_compile_and_publishes_nothing_wr
     assert cache.verify()["corrupt"] == []
 
 
-def test_ctrl_c_interrupts_a_compile_in_a_child_process_within_a_second(tmp_path, slow_nvcc):
+def test_ctrl_c_interrupts_a_compile_in_a_child_process_within_a_second(
+    tmp_path, slow_nvcc, sigint_default
+):
     root = tmp_path / "cache"
     script = textwrap.dedent(
         f"""
@@ -150,7 +152,11 @@ def test_ctrl_c_interrupts_a_compile_in_a_child_process_within_a_second(tmp_path
         """
     )
     child = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
     )
     assert child.stdout.readline().strip() == "waiting"
     time.sleep(1.0)  # inside the 3 s compile

@@ -139,6 +139,9 @@ def _interrupt_within_a_second(script: str, env=None):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # A child started with SIGINT ignored (this suite run as a background job of a
+        # non-interactive shell) installs no KeyboardInterrupt handler: give it the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     line = child.stdout.readline()
     assert line.strip() == "waiting", f"the child got to its wait: {line!r} {child.stderr.read()}"

@@ -242,11 +242,43 @@ def team():
         subprocess.run(["groupdel", tag], check=False)
 
 
+def _reachable_by_everyone(path: Path) -> None:
+    """Makes `path` reachable by every user in this process's own mount namespace, at the same
+    path: a checkout under a directory other users cannot enter (a clone under `/root`) is
+    bind-mounted into a tmpfs laid over that directory. Only this (forked, still root) process
+    and what it starts see the change; the machine's mounts are untouched. Nothing to do when
+    every ancestor of `path` can be entered already."""
+    import ctypes
+
+    blocked = [a for a in reversed(path.parents) if not a.stat().st_mode & 0o001]
+    if not blocked:
+        return
+    top = blocked[0]
+    below = top / path.relative_to(top).parts[0]
+    keep = os.open(below, os.O_PATH)
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone_newns, ms_bind, ms_rec, ms_private = 0x00020000, 0x1000, 0x4000, 1 << 18
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    check(libc.unshare(clone_newns), "unshare a mount namespace")
+    check(libc.mount(b"none", b"/", None, ms_rec | ms_private, None), "make mounts private")
+    check(libc.mount(b"tmpfs", str(top).encode(), b"tmpfs", 0, b"mode=0755"), f"tmpfs on {top}")
+    below.mkdir()
+    source = f"/proc/self/fd/{keep}".encode()
+    check(libc.mount(source, str(below).encode(), None, ms_bind | ms_rec, None), f"bind {below}")
+
+
 def _compile_as(user: str, root: Path, home: Path) -> dict:
     """Compiles `add` into the team root in a forked child running as `user` (umask 022).
 
-    Forked, not spawned: the interpreter lives under root's home, which the test users cannot
-    read, so the child uses the modules its parent (warmed up by one compile) already loaded.
+    Forked, not spawned: the child uses the modules its parent (warmed up by one compile)
+    already loaded, and what it still reads of the venv (Triton's ptxas, lazy imports) it
+    reaches through `_reachable_by_everyone` when the checkout is under a directory the test
+    users cannot enter.
     """
     import triton_worker
 
@@ -258,6 +290,8 @@ def _compile_as(user: str, root: Path, home: Path) -> dict:
     if pid == 0:
         try:
             os.close(read)
+            # The interpreter, Triton and its ptxas live in this checkout's venv.
+            _reachable_by_everyone(Path(sys.prefix).resolve())
             os.setgid(pw.pw_gid)
             os.setgroups([pw.pw_gid])
             os.setuid(pw.pw_uid)
