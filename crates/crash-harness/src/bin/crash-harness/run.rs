@@ -795,17 +795,15 @@ fn run_in(
     let mut next_check = args.check_every.max(1);
     // At least `--kills`, then on until every required phase saw a kill (a schedule's luck must
     // not fail a run), within the time limit (which, reached, is the failure). A run that has
-    // caught a violation has failed already: it goes on to twice `--kills` at most (an injected
-    // bug may make a phase unreachable, and waiting for it would only spend the limit; the extra
-    // kills still give readers their chance to meet what was caught).
+    // caught a violation has failed already: it stops at `--kills` (an injected bug may make a
+    // phase unreachable, and waiting for it would only spend the limit).
     let limit = Duration::from_secs(args.phase_time_limit_s);
     let mut over_at: Option<Instant> = None;
     loop {
         if sup.report.kills >= args.kills {
             let over = *over_at.get_or_insert_with(Instant::now);
-            let caught = sup.report.violations > 0 && sup.report.kills >= 2 * args.kills;
             if missed_phases(&sup.report, &args.points).is_empty()
-                || caught
+                || sup.report.violations > 0
                 || over.elapsed() >= limit
             {
                 break;
