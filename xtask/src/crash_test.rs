@@ -2,16 +2,12 @@
 //!
 //! ```text
 //! cargo xtask crash-test [--kills N] [--workers W] [--seed S] [--fs tmp|ext4|xfs|xfs4k|btrfs|tmpfs]
-//!                        [--kernels K] [--store-keys K] [--check-every K] [--phase-time-limit-s S]
-//!                        [--json] [--inject-bug NAME]
+//!                        [--kernels K] [--store-keys K] [--check-every K] [--json] [--inject-bug NAME]
 //! cargo xtask crash-test --race [--procs P] [--kernels K] [--rounds R] [--fs ...] [--json] [--inject-bug NAME]
 //! cargo xtask crash-test --power-loss [--cuts N] [--seed S] [--json]
 //! cargo xtask crash-test --fs nfs-sim [--hosts N] [--locks shared|local] [--actimeo S]
 //!                        [--grace-ms MS] [--host-crash-every K] [the run options above]
 //! ```
-//!
-//! A run kills at least `--kills` times, then goes on until every required phase saw a kill,
-//! for at most `--phase-time-limit-s` (600) more seconds; a phase still missed then fails it.
 //!
 //! The first two build `crash-harness` (release) and run its `run` or `race` command with the
 //! remaining arguments; `--power-loss` builds and runs `powercut-fs`'s `power-loss-test`.
@@ -99,7 +95,7 @@ fn power_loss(args: &[String], build: Build) -> Result<()> {
 
 fn usage() -> &'static str {
     "usage:\n  cargo xtask crash-test [--kills N] [--workers W] [--seed S] [--fs tmp|ext4|xfs|xfs4k|btrfs|tmpfs] \
-     [--kernels K] [--store-keys K] [--check-every K] [--phase-time-limit-s S] [--json] [--inject-bug in-place|meta-first|skip-lock|delete-lock-file] \
+     [--kernels K] [--store-keys K] [--check-every K] [--json] [--inject-bug in-place|meta-first|skip-lock|delete-lock-file] \
      [--remote [--remote-store redis|s3] [--remote-kill-every K]]\n  \
      cargo xtask crash-test --race [--procs P] [--kernels K] [--rounds R] [--fs ...] [--json] [--inject-bug skip-lock]\n  \
      cargo xtask crash-test --power-loss [--cuts N] [--seed S] [--json]\n  \

@@ -37,14 +37,9 @@ const POINTS: [(&str, bool); 19] = [
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Kills to make at least (SIGKILLs from the schedule, failpoint deaths, and the stops
-    /// before checks); the run goes on past them until every required phase saw a kill.
+    /// Kills to make (SIGKILLs from the schedule, failpoint deaths, and the stops before checks).
     #[arg(long, default_value_t = 200)]
     pub kills: usize,
-    /// How long (s) the run may go on past `--kills` for the required phases a schedule has not
-    /// hit yet; reaching it with a phase still missed fails the run.
-    #[arg(long, default_value_t = 600)]
-    pub phase_time_limit_s: u64,
     /// Worker processes.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -112,8 +107,6 @@ pub struct RunReport {
     /// Phases with no kill: each fails the run.
     pub phases_missed: Vec<String>,
     pub phases_required: Vec<String>,
-    /// Kills made past `--kills`, for the required phases the schedule had not hit.
-    pub kills_for_missed_phases: usize,
     pub checks: usize,
     pub entries_checked: usize,
     pub corrupt: usize,
@@ -292,13 +285,12 @@ impl RunReport {
         );
         if self.phases_missed.is_empty() {
             println!(
-                "every required phase was hit: {} ({} kills past --kills for them)",
-                self.phases_required.join(", "),
-                self.kills_for_missed_phases
+                "every required phase was hit: {}",
+                self.phases_required.join(", ")
             );
         } else {
             println!(
-                "MISSED phases (no kill there within --phase-time-limit-s): {}",
+                "MISSED phases (no kill there): {}",
                 self.phases_missed.join(", ")
             );
         }
@@ -409,19 +401,11 @@ impl Supervisor<'_> {
         self.generation += 1;
         let armed = if self.rng.range(0, 100) < self.args.failpoint_percent {
             self.armed_launches += 1;
-            // Past `--kills`, only the points of the phases still missed: the run goes on for them.
-            let missed = (self.report.kills >= self.args.kills)
-                .then(|| missed_phases(&self.report, &self.args.points));
             let allowed: Vec<(&'static str, bool)> = POINTS
                 .iter()
                 .copied()
                 .filter(|(p, _)| {
                     self.args.points.is_empty() || self.args.points.iter().any(|a| a == p)
-                })
-                .filter(|(p, _)| {
-                    missed
-                        .as_ref()
-                        .is_none_or(|m| m.is_empty() || m.contains(&phase_class(p)))
                 })
                 .collect();
             allowed
@@ -793,18 +777,7 @@ fn run_in(
         .map(|slot| sup.launch(slot))
         .collect::<Result<Vec<_>>>()?;
     let mut next_check = args.check_every.max(1);
-    // At least `--kills`, then on until every required phase saw a kill (a schedule's luck must
-    // not fail a run), within the time limit (which, reached, is the failure).
-    let limit = Duration::from_secs(args.phase_time_limit_s);
-    let mut over_at: Option<Instant> = None;
-    loop {
-        if sup.report.kills >= args.kills {
-            let over = *over_at.get_or_insert_with(Instant::now);
-            if missed_phases(&sup.report, &args.points).is_empty() || over.elapsed() >= limit {
-                break;
-            }
-            sup.report.kills_for_missed_phases += 1;
-        }
+    while sup.report.kills < args.kills {
         let delay = sup.rng.range(2, args.max_delay_ms.max(2) + 1);
         let drawn = sup.rng.range(0, args.workers as u64) as usize;
         // The schedule's pause, not synchronisation: the workers run meanwhile.
@@ -842,9 +815,7 @@ fn run_in(
                 report.server_kills += 1;
             }
         }
-        // The last check is the one after the loop; past `--kills`, checks go on at the same
-        // cadence.
-        if sup.report.kills >= next_check && (sup.report.kills < args.kills || over_at.is_some()) {
+        if sup.report.kills >= next_check && sup.report.kills < args.kills {
             for (slot, worker) in workers.iter_mut().enumerate() {
                 sup.kill(slot, worker, Source::Check)?;
             }
@@ -863,9 +834,10 @@ fn run_in(
         remote.stats = sup.run.open_cache()?.remote_stats();
     }
     let mut report = sup.report;
-    report.phases_missed = missed_phases(&report, &args.points)
+    report.phases_missed = required_phases(&args.points)
         .into_iter()
-        .map(String::from)
+        .filter(|p| !report.kills_by_phase.contains_key(*p))
+        .map(|p| p.to_string())
         .collect();
     report.phases_required = required_phases(&args.points)
         .into_iter()
@@ -886,14 +858,6 @@ fn spare_armed(workers: &[Worker], drawn: usize, grace_ms: u64) -> usize {
             worker.armed.is_none() || worker.started.elapsed() >= grace
         })
         .unwrap_or(drawn)
-}
-
-/// The required phases no kill has hit yet.
-fn missed_phases(report: &RunReport, points: &[String]) -> Vec<&'static str> {
-    required_phases(points)
-        .into_iter()
-        .filter(|p| !report.kills_by_phase.contains_key(*p))
-        .collect()
 }
 
 /// The phases the run must kill in: all of [`REQUIRED_PHASES`], or with `--points`, those the
