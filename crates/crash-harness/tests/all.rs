@@ -64,7 +64,7 @@ fn heavy_a_correct_protocol_survives_kills_in_every_phase() {
     let (code, report) = harness(&[
         "run",
         "--kills",
-        "120",
+        "200",
         "--check-every",
         "40",
         "--seed",
