@@ -70,8 +70,8 @@ pub(crate) fn prepare(
         let missing = request
             .options
             .iter()
-            .filter_map(|name| nvcc::options::find(name))
-            .find(|opt| !release.has(opt));
+            .find(|name| release.lacks(name))
+            .and_then(|name| nvcc::options::find(name));
         if let Some(missing) = missing {
             return Err(Error::InvalidSpec {
                 name: spec.name.clone(),
@@ -114,22 +114,27 @@ pub(crate) fn prepare(
     // and nvcc's module id the source's absolute path. Where the output cannot name the path
     // before the compile is looked at, the key leaves it out and the compile proves it
     // (`source_bound.rs`).
+    // nvcc's module id is derived from the source's real path (a symlinked or `..`-spelled
+    // directory gives the same id): a binding names the source by it.
+    let real = request
+        .source_path
+        .as_deref()
+        .and_then(|p| std::fs::canonicalize(p).ok());
+    let bound = SourceBinding::of(request.source_spelled.as_deref(), real.as_deref());
     let keyed = crate::source_bound::keyed_by_path(
         request.debug,
         spec.kind,
         request.source_spelled.as_deref(),
         request.source_path.as_deref(),
     );
-    let binding = if keyed {
-        if let Some(spelled) = &request.source_spelled {
+    let binding = match (&request.source_spelled, keyed, bound) {
+        (_, false, Some(bound)) => Some(bound),
+        // A file source whose binding could not be written keeps its path in the key.
+        (Some(spelled), _, _) => {
             manifest.insert_value("source-path", &spelled.to_string_lossy());
+            None
         }
-        None
-    } else {
-        SourceBinding::of(
-            request.source_spelled.as_deref(),
-            request.source_path.as_deref(),
-        )
+        (None, _, _) => None,
     };
     manifest.insert_value("kind", spec.kind.name());
     manifest.insert_list("arch", &spec.arches);

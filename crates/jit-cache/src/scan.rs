@@ -57,7 +57,8 @@ pub(crate) fn scan_all(text: &[u8]) -> Scanned {
 /// An include directive whose name is not written out.
 struct Computed;
 
-fn blanks(text: &[u8]) -> &[u8] {
+/// `text` after its leading blanks (spaces and tabs).
+pub(crate) fn blanks(text: &[u8]) -> &[u8] {
     let n = text
         .iter()
         .take_while(|b| matches!(b, b' ' | b'\t'))
@@ -104,11 +105,25 @@ fn probes(text: &[u8], out: &mut Scanned) {
     }
 }
 
-/// Splits off one logical line (backslash-newline continuations joined). Lines are found with
-/// `memchr`, and a continued line is joined only when it can be an include directive (a miss
-/// scans every header the compile read, megabytes of text, and `#define`s continued over many
-/// lines are common there); any other logical line comes back empty.
+/// Splits off one logical line for the include scan: a continued line is joined only when it
+/// can be an include directive (a miss scans every header the compile read, megabytes of text,
+/// and `#define`s continued over many lines are common there); any other continued logical line
+/// comes back empty.
 fn logical_line(text: &[u8]) -> (std::borrow::Cow<'_, [u8]>, &[u8]) {
+    logical_line_where(text, may_start_include)
+}
+
+/// Splits off one logical line (backslash-newline continuations joined), and the text after it.
+/// Lines are found with `memchr`; a line that is not continued is borrowed, never copied.
+pub(crate) fn whole_logical_line(text: &[u8]) -> (std::borrow::Cow<'_, [u8]>, &[u8]) {
+    logical_line_where(text, |_| true)
+}
+
+/// A logical line, joined when `join` accepts its first physical line (else empty).
+fn logical_line_where(
+    text: &[u8],
+    join: impl Fn(&[u8]) -> bool,
+) -> (std::borrow::Cow<'_, [u8]>, &[u8]) {
     let first_end = physical_end(text, 0);
     let (mut start, mut end) = (0, first_end);
     while continued(&text[start..end]) && end < text.len() {
@@ -119,7 +134,7 @@ fn logical_line(text: &[u8]) -> (std::borrow::Cow<'_, [u8]>, &[u8]) {
     if end == first_end {
         return (std::borrow::Cow::Borrowed(&text[..end]), rest);
     }
-    if !may_start_include(&text[..first_end]) {
+    if !join(&text[..first_end]) {
         return (std::borrow::Cow::Borrowed(&[][..]), rest);
     }
     let mut joined = Vec::with_capacity(end);

@@ -40,7 +40,8 @@ use std::path::{Path, PathBuf};
 pub(crate) struct SourceBinding {
     /// The source as the compiler was given it.
     pub(crate) spelled: String,
-    /// Where it was, resolved against the working directory.
+    /// Where it is: its real path (symlinks and `..` resolved), from which nvcc derives the
+    /// module id.
     pub(crate) absolute: String,
 }
 
@@ -88,22 +89,28 @@ const ANY_FILE: &[&[u8]] = &[
 /// other line.
 #[derive(Debug, Default)]
 pub(crate) struct PathTokens {
+    /// The files scanned, in order; the maps below name them by index.
+    files: Vec<PathBuf>,
     /// Each macro defined anywhere, with the identifiers of its bodies (every definition).
     defines: HashMap<Vec<u8>, HashSet<Vec<u8>>>,
     /// The files whose own spelling derives from the source's, with the words they use.
-    source_files: Vec<(PathBuf, HashSet<Vec<u8>>)>,
+    source_files: Vec<(usize, HashSet<Vec<u8>>)>,
     /// The words used anywhere, each with the first file that uses it.
-    used: HashMap<Vec<u8>, PathBuf>,
+    used: HashMap<Vec<u8>, usize>,
 }
 
 impl PathTokens {
     /// Scans one file the compile read. `near_source`: the source itself, or a header found
     /// through the source's directory (its `__FILE__` spells the source's directory).
     pub(crate) fn add_file(&mut self, path: &Path, text: &[u8], near_source: bool) {
+        let file = self.files.len();
+        self.files.push(path.to_path_buf());
         let mut words = HashSet::new();
-        for line in logical_lines(text) {
-            let rest = trim_start(&line);
-            if let Some(directive) = rest.strip_prefix(b"#") {
+        let mut rest = text;
+        while !rest.is_empty() {
+            let (line, next) = crate::scan::whole_logical_line(rest);
+            rest = next;
+            if let Some(directive) = crate::scan::blanks(&line).strip_prefix(b"#") {
                 if let Some((name, body)) = definition(directive) {
                     self.defines.entry(name).or_default().extend(body);
                 }
@@ -111,15 +118,15 @@ impl PathTokens {
             }
             for (_, word) in identifiers(&line) {
                 if !self.used.contains_key(word) {
-                    self.used.insert(word.to_vec(), path.to_path_buf());
+                    self.used.insert(word.to_vec(), file);
                 }
-                if near_source {
+                if near_source && !words.contains(word) {
                     words.insert(word.to_vec());
                 }
             }
         }
         if near_source {
-            self.source_files.push((path.to_path_buf(), words));
+            self.source_files.push((file, words));
         }
     }
 
@@ -130,15 +137,17 @@ impl PathTokens {
             .iter()
             .filter_map(|word| self.used.get(*word))
             .min();
-        if let Some(path) = used_anywhere {
-            return Some(path.clone());
-        }
         let tokens: Vec<&[u8]> = CURRENT_FILE.iter().chain(ANY_FILE).copied().collect();
         let naming = self.reaching(&tokens);
-        self.source_files
-            .iter()
-            .find(|(_, words)| words.iter().any(|w| naming.contains(w.as_slice())))
-            .map(|(path, _)| path.clone())
+        let near_source = || {
+            self.source_files
+                .iter()
+                .find(|(_, words)| words.iter().any(|w| naming.contains(w.as_slice())))
+                .map(|(file, _)| file)
+        };
+        used_anywhere
+            .or_else(near_source)
+            .map(|file| self.files[*file].clone())
     }
 
     /// `tokens` and every macro whose expansion reaches one of them, to a fixed point.
@@ -160,29 +169,9 @@ impl PathTokens {
     }
 }
 
-/// The logical lines of a text: physical lines joined where one ends in a backslash.
-fn logical_lines(text: &[u8]) -> Vec<Vec<u8>> {
-    let mut lines = Vec::new();
-    let mut physical = text.split(|b| *b == b'\n');
-    while let Some(first) = physical.next() {
-        let mut line = first.to_vec();
-        while line.ends_with(b"\\") || line.ends_with(b"\\\r") {
-            while matches!(line.last(), Some(b'\\' | b'\r')) {
-                line.pop();
-            }
-            match physical.next() {
-                Some(more) => line.extend_from_slice(more),
-                None => break,
-            }
-        }
-        lines.push(line);
-    }
-    lines
-}
-
 /// The name and body words of a `define` directive (the text after its `#`).
 fn definition(directive: &[u8]) -> Option<(Vec<u8>, HashSet<Vec<u8>>)> {
-    let rest = trim_start(trim_start(directive).strip_prefix(b"define")?);
+    let rest = crate::scan::blanks(crate::scan::blanks(directive).strip_prefix(b"define")?);
     let name_len = rest.iter().take_while(|b| is_ident(**b)).count();
     if name_len == 0 {
         return None;
@@ -219,14 +208,6 @@ fn identifiers(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
         }
         None
     })
-}
-
-fn trim_start(text: &[u8]) -> &[u8] {
-    let n = text
-        .iter()
-        .take_while(|b| matches!(b, b' ' | b'\t'))
-        .count();
-    &text[n..]
 }
 
 /// Markers of nvcc's names for entities of internal linkage, which carry the module id.

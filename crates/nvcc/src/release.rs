@@ -12,7 +12,9 @@ use std::collections::HashSet;
 /// The option names (long and short) one release's `nvcc --help` lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseOptions {
-    names: HashSet<String>,
+    /// The table's options this release lacks, by short name: computed once, so that checking
+    /// a command is a lookup per option.
+    lacking: HashSet<&'static str>,
 }
 
 /// One option line of `nvcc --help`: its long name, its short name, and whether a placeholder
@@ -56,16 +58,30 @@ impl ReleaseOptions {
         if listed.len() < 100 {
             return None;
         }
-        let names = listed.into_iter().flat_map(|o| [o.long, o.short]).collect();
-        Some(ReleaseOptions { names })
+        let names: HashSet<String> = listed.into_iter().flat_map(|o| [o.long, o.short]).collect();
+        let had = |opt: &Opt| {
+            UNLISTED.contains(&opt.short)
+                || names.contains(opt.short)
+                || (!opt.long.is_empty() && names.contains(opt.long))
+        };
+        let lacking = crate::options::OPTIONS
+            .iter()
+            .filter(|o| !had(o))
+            .map(|o| o.short)
+            .collect();
+        Some(ReleaseOptions { lacking })
+    }
+
+    /// Whether this release lacks the table's option whose short name is `short` (a name the
+    /// table does not know is not this check's to refuse: the tokenizer refuses it).
+    pub fn lacks(&self, short: &str) -> bool {
+        self.lacking.contains(short)
     }
 
     /// Whether this release has `opt`: its `--help` lists it by either name, or it is one the
     /// table knows nvcc accepts unlisted (`options::UNLISTED`).
     pub fn has(&self, opt: &Opt) -> bool {
-        UNLISTED.contains(&opt.short)
-            || self.names.contains(opt.short)
-            || (!opt.long.is_empty() && self.names.contains(opt.long))
+        !self.lacks(opt.short)
     }
 }
 
@@ -93,6 +109,7 @@ mod tests {
         let with = ReleaseOptions::from_help(&help("--generate-line-info      (-lineinfo)\n"))
             .expect("a help text");
         assert!(with.has(lineinfo), "listed, it is had");
+        assert!(release.lacks("-lineinfo") && !with.lacks("-lineinfo"));
         let unlisted = crate::options::find("-Xfatbin").expect("in the table");
         assert!(release.has(unlisted), "accepted though never listed");
     }

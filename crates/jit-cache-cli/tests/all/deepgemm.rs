@@ -224,6 +224,14 @@ fn heavy_a_deepgemm_kernel_whose_output_names_its_directory_is_compiled_for_each
             true,
         ),
         (
+            "__FILE__ folded into a constant (no path in the bytes: only the text says so)",
+            "constexpr unsigned fnv(const char *s, unsigned h = 2166136261u) {\n\
+             return *s ? fnv(s + 1, (h ^ (unsigned char)*s) * 16777619u) : h; }\n\
+             __global__ void hashed(unsigned *out) { *out = fnv(__FILE__); }",
+            &[],
+            true,
+        ),
+        (
             "an anonymous namespace (nvcc's module id names the source's path)",
             "namespace { __global__ void local(int *p) { *p = 7; } }\nvoid *keep = (void *)&local;",
             &[],
