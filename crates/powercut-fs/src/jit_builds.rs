@@ -40,7 +40,7 @@ for a in "$@"; do
   if [ "$a" = -dryrun ]; then
     exit 1
   fi
-  if [ "$a" = --version ]; then
+  if [ "$a" = --version ] || [ "$a" = --help ]; then
     echo "nvcc: NVIDIA (R) Cuda compiler driver"
     echo "Cuda compilation tools, release 13.5, V13.5.0"
     exit 0

@@ -545,27 +545,12 @@ fn heavy_pipelines_tvm_ffi_build_inline_through_a_shim_compiles_nothing_after_it
         Built::of(&report)
     };
 
-    let cold = tvm_ffi("TVM-FFI build_inline through the shim, cold");
-    assert_eq!(cold.objects.len(), 1, "one CUDA unit");
-    assert!(cold.up_to_date, "the cold build is complete");
-    let (built, hits, _) = compiles_and_hits(&cache);
-    assert_eq!(
-        (built, hits),
-        (1, 0),
-        "on an empty cache the unit compiles once"
+    let launcher = one_unit_cold_then_a_hit_after_a_wipe(
+        "TVM-FFI build_inline through the shim",
+        &build,
+        &cache,
+        tvm_ffi,
     );
-
-    std::fs::remove_dir_all(&build).expect("wipe the build directory");
-    let warm = tvm_ffi("TVM-FFI build_inline through the shim, build directory wiped");
-    let (built, hits, launcher) = compiles_and_hits(&cache);
-    assert_eq!(
-        (built, hits),
-        (1, 1),
-        "after the build directory is wiped the CUDA unit is a hit: no compile"
-    );
-    assert_same_bytes("warm", &cold, &warm);
-    assert_eq!(warm.deps, cold.deps, "ninja recorded the same dependencies");
-    assert!(warm.up_to_date, "ninja has no work left");
     assert_eq!(
         launcher,
         serde_json::json!({}),
@@ -614,26 +599,12 @@ fn heavy_pipelines_torch_cpp_extension_with_cuda_home_a_shim_compiles_nothing_af
         Built::of(&report)
     };
 
-    let cold = torch("cpp_extension with CUDA_HOME the shim, cold");
-    assert_eq!(cold.objects.len(), 1, "one CUDA unit");
-    let (built, hits, _) = compiles_and_hits(&cache);
-    assert_eq!(
-        (built, hits),
-        (1, 0),
-        "on an empty cache the unit compiles once"
+    let launcher = one_unit_cold_then_a_hit_after_a_wipe(
+        "cpp_extension with CUDA_HOME the shim",
+        &build,
+        &cache,
+        torch,
     );
-
-    std::fs::remove_dir_all(&build).expect("wipe the build directory");
-    let warm = torch("cpp_extension with CUDA_HOME the shim, build directory wiped");
-    let (built, hits, launcher) = compiles_and_hits(&cache);
-    assert_eq!(
-        (built, hits),
-        (1, 1),
-        "after the build directory is wiped the CUDA compile is a hit: no compile"
-    );
-    assert_same_bytes("warm", &cold, &warm);
-    assert_eq!(warm.deps, cold.deps, "ninja recorded the same dependencies");
-    assert!(warm.up_to_date, "ninja has no work left");
     // torch asks `$CUDA_HOME/bin/nvcc --version` for its version check: the shim's nvcc runs it
     // through the launcher, which hands it to nvcc and counts it. No compile fell back.
     let lines: Vec<&String> = launcher
@@ -647,4 +618,39 @@ fn heavy_pipelines_torch_cpp_extension_with_cuda_home_a_shim_compiles_nothing_af
             .all(|l| l.starts_with("uncacheable:") && !l.contains(".cu")),
         "only torch's probes went to nvcc uncached: {launcher}"
     );
+}
+
+/// A build of one CUDA unit through a shim: cold, it compiles once; after its build directory is
+/// wiped, the rebuild is a hit with the same bytes and dependencies and nothing left to do.
+/// Returns the launcher's counts.
+fn one_unit_cold_then_a_hit_after_a_wipe(
+    what: &str,
+    build: &Path,
+    cache: &Path,
+    run: impl Fn(&str) -> Built,
+) -> Value {
+    let cold = run(&format!("{what}, cold"));
+    assert_eq!(cold.objects.len(), 1, "{what}: one CUDA unit");
+    assert!(cold.up_to_date, "{what}: the cold build is complete");
+    let (built, hits, _) = compiles_and_hits(cache);
+    assert_eq!(
+        (built, hits),
+        (1, 0),
+        "{what}: on an empty cache the unit compiles once"
+    );
+    std::fs::remove_dir_all(build).expect("wipe the build directory");
+    let warm = run(&format!("{what}, build directory wiped"));
+    let (built, hits, launcher) = compiles_and_hits(cache);
+    assert_eq!(
+        (built, hits),
+        (1, 1),
+        "{what}: after the build directory is wiped the unit is a hit: no compile"
+    );
+    assert_same_bytes("warm", &cold, &warm);
+    assert_eq!(
+        warm.deps, cold.deps,
+        "{what}: ninja recorded the same dependencies"
+    );
+    assert!(warm.up_to_date, "{what}: ninja has no work left");
+    launcher
 }

@@ -20,7 +20,7 @@ CTL = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'ctl')
 def ctl(name): return os.path.join(CTL, name)
 args = sys.argv[1:]
 if '-dryrun' in args: sys.exit(1)
-if '--version' in args:
+if '--version' in args or '--help' in args:
     print('nvcc: NVIDIA (R) Cuda compiler driver (fake: g++ -E)')
     print('Cuda compilation tools, release 13.5, V13.5.0')
     sys.exit(0)
