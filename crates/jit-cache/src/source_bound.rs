@@ -8,7 +8,7 @@
 //! the module's id; a fatbin may hold its images compressed, so its bytes cannot be read for a
 //! name). For the rest, a compile proves independence after the fact, and a variant that cannot
 //! is bound to its source ([`SourceBinding`]): served only to a request that spells the same
-//! source at the same absolute path. The proof has three parts, each conservative:
+//! source at the same real path. The proof has three parts, each conservative:
 //! - **The text** (scanned by `inputs.rs` through [`PathTokens`]): `__FILE__` and the builtins
 //!   behind `std::source_location` expand to the file they are written in, so a use of them, or of
 //!   a macro whose body reaches them (`assert`), in the source or in a header found through the
@@ -19,9 +19,9 @@
 //!   is followed through the uses of its name.
 //! - **The output** ([`output_names_source`]): nvcc names entities of internal linkage (an
 //!   anonymous namespace, libcu++'s `cuda::std::ignore`, `-rdc` statics) after a module id it
-//!   derives from the source's absolute path, `_<hash>_<length>_<file name mangled>_<hash>`; the
-//!   id, its usual markers, or the source's path or directory in the bytes (raw, or as PTX's
-//!   decimal string arrays) bind.
+//!   derives from the source's real path (symlinks and `..` resolved),
+//!   `_<hash>_<length>_<file name mangled>_<hash>`; the id, its usual markers, or the source's
+//!   path or directory in the bytes (raw, or as PTX's decimal string arrays) bind.
 //! - **What the compile printed and read**: diagnostics that name the source (its path or
 //!   directory, or the module id, checked as the output is) and a dependency file that names a
 //!   header found beside it bind; diagnostics that name neither (GCC's `-Wno-abi` note, which
