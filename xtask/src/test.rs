@@ -8,7 +8,7 @@
 //! directory, and quick crash-test, race and power-loss runs (on the debug binaries the test step
 //! built). The production crates' never-guesses, release and pipeline tests run again on each
 //! earlier CUDA 13 release setup installs (13.0, 13.3); `cargo xtask test --releases` runs all
-//! their tests there.
+//! their tests there. `--from STEP` skips the steps before the first whose name starts with STEP.
 //!
 //! The production crates (`PRODUCTION_CRATES`) are tested on their own: the test-support crates
 //! switch on `jit-cache/failpoints`, and Cargo's feature unification would carry it into any build
@@ -86,8 +86,22 @@ fn test_command(selection: &[&str], filter: Option<&str>) -> Command {
 pub fn run(args: &[String]) -> Result<()> {
     let quick = args.iter().any(|a| a == "--no-lint");
     let all_releases = args.iter().any(|a| a == "--releases");
+    // `--from STEP` resumes at a step after fixing what failed there (setup always runs; CI
+    // runs every step).
+    let mut from = args
+        .iter()
+        .position(|a| a == "--from")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let mut timings: Vec<(String, Duration)> = Vec::new();
     let mut step = |name: &str, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+        if name != "setup" && from.as_deref().is_some_and(|from| !name.starts_with(from)) {
+            eprintln!("==> xtask test: {name}: skipped (--from)");
+            return Ok(());
+        }
+        if name != "setup" {
+            from = None;
+        }
         eprintln!("\n==> xtask test: {name}");
         let start = Instant::now();
         let result = f();
