@@ -1,10 +1,11 @@
 //! `crash-harness`: the processes of `cargo xtask crash-test`.
 //!
-//! `run` is the supervisor and killer, `race` the race harness; `worker`, `check`, `race-child`
-//! and `fake-nvcc` are the processes they start.
+//! `run` is the supervisor and killer, `race` the race harness; `worker`, `check`, `fleet-read`,
+//! `race-child` and `fake-nvcc` are the processes they start.
 
 mod check;
 mod fake_nvcc;
+mod fleet_reader;
 mod hosts;
 mod race;
 mod remote;
@@ -35,6 +36,8 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// (internal) Checks a stopped run directory and prints a JSON report.
     Check(check::CheckArgs),
+    /// (internal) A cold reader of a `--remote` run's fleet tier, after its last check.
+    FleetRead(fleet_reader::FleetReadArgs),
     /// (internal) One process of a race round.
     RaceChild(race::ChildArgs),
 }
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Race(args) => race::main(&args),
         Command::Worker(args) => worker::main(&args),
         Command::Check(args) => check::main(&args),
+        Command::FleetRead(args) => fleet_reader::main(&args),
         Command::RaceChild(args) => race::child_main(&args),
     };
     match result {

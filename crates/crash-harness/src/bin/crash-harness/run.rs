@@ -182,6 +182,8 @@ pub struct RemoteReport {
     /// Over every audit: manifests that do not parse and blobs that do not hash to their names.
     pub unreadable_manifests: usize,
     pub corrupt_blobs: usize,
+    /// After the last check: every kernel asked for through a fresh root (`fleet_reader.rs`).
+    pub cold_reader: crate::fleet_reader::FleetReadReport,
 }
 
 impl RunReport {
@@ -366,6 +368,15 @@ impl RunReport {
                 remote.blobs,
                 remote.unreadable_manifests,
                 remote.corrupt_blobs
+            );
+            let cold = &remote.cold_reader;
+            println!(
+                "the cold fleet reader: {} kernels, {} fetched (verified), {} misses, {} values refused, {} bad answers",
+                cold.reads,
+                cold.hits,
+                cold.misses,
+                cold.rejected,
+                cold.bad_answers.len()
             );
         }
         println!("violations: {}", self.violations);
@@ -664,6 +675,45 @@ impl Supervisor<'_> {
     }
 }
 
+impl Supervisor<'_> {
+    /// With `--remote`: the cold reader's pass over what the server holds (no failpoints, no
+    /// event log: its compiles are in roots of its own); a wrong answer is a violation.
+    fn fleet_read(&mut self) -> Result<()> {
+        let (Some(server), Some(report)) = (&self.remote, self.report.remote.as_mut()) else {
+            return Ok(());
+        };
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.arg("fleet-read")
+            .arg("--dir")
+            .arg(&self.run.root)
+            .args(["--kernels", &self.args.kernels.to_string()])
+            .envs(server.env())
+            .env_remove("JIT_CACHE_LOCK_LOG")
+            .env_remove("JIT_CACHE_FAILPOINT")
+            .env_remove("JIT_CACHE_PHASE_FILE")
+            .env_remove(crate::setup::DATA_ENV)
+            .stderr(Stdio::inherit());
+        if let Some(bug) = &self.args.inject_bug {
+            cmd.env("JIT_CACHE_INJECT_BUG", bug);
+        }
+        let out = cmd.output().context("run the fleet's cold reader")?;
+        if !out.status.success() {
+            bail!("the fleet's cold reader failed ({})", out.status);
+        }
+        report.cold_reader =
+            serde_json::from_slice(&out.stdout).context("parse the cold reader's report")?;
+        for bad in &report.cold_reader.bad_answers {
+            self.report.violations += 1;
+            if self.report.violation_samples.len() < 40 {
+                self.report
+                    .violation_samples
+                    .push(format!("cold fleet reader: {bad}"));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Source {
     Failpoint,
@@ -830,6 +880,7 @@ fn run_in(
         sup.kill(slot, worker, Source::Check)?;
     }
     sup.check()?;
+    sup.fleet_read()?;
     if let Some(remote) = sup.report.remote.as_mut() {
         remote.stats = sup.run.open_cache()?.remote_stats();
     }

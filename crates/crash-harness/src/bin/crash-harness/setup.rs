@@ -96,7 +96,7 @@ impl RunDir {
     }
 
     /// Opens the cache at `root` with the fake compiler and `remote`.
-    fn open_root(&self, root: &Path, remote: Option<jit_cache::Remote>) -> Result<Cache> {
+    pub fn open_root(&self, root: &Path, remote: Option<jit_cache::Remote>) -> Result<Cache> {
         let nvcc = nvcc::Nvcc::at(&self.nvcc)
             .with_context(|| format!("fake nvcc at {}", self.nvcc.display()))?;
         let mut options = CacheOptions::default().nvcc(nvcc);
