@@ -1,10 +1,10 @@
 //! A staging directory: build a tree privately, then publish it with one rename.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FlockOperation, Mode, CWD};
+use rustix::fs::{FlockOperation, Mode, OFlags, CWD};
 
 use crate::error::{Error, Result};
 use crate::fsync::fsync_tree;
@@ -49,11 +49,22 @@ impl StagingDir {
     /// Creates a fresh temp-named directory (mode 0777 less the umask) in `parent`, which must
     /// be on the same filesystem as the targets it will be committed to.
     pub fn new_in(parent: impl AsRef<Path>) -> Result<StagingDir> {
-        let parent = parent.as_ref();
+        StagingDir::create_in(parent.as_ref(), 0o777)
+    }
+
+    /// As [`StagingDir::new_in`], but only its owner can enter it (mode 0700 from the `mkdir`
+    /// on, whatever the umask): for a `parent` that others can write, where a directory they
+    /// could write would let them plant a symlink for the owner's next write or `chmod` to
+    /// follow. Widen its mode by descriptor ([`StagingDir::dir_fd`]) just before the commit.
+    pub fn new_private_in(parent: impl AsRef<Path>) -> Result<StagingDir> {
+        StagingDir::create_in(parent.as_ref(), 0o700)
+    }
+
+    fn create_in(parent: &Path, mode: u32) -> Result<StagingDir> {
         let mut last = None;
         for _ in 0..3 {
             let path = parent.join(temp_name("staging"));
-            match rustix::fs::mkdirat(CWD, &path, Mode::from_raw_mode(0o777)) {
+            match rustix::fs::mkdirat(CWD, &path, Mode::from_raw_mode(mode)) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::EXIST) => {
                     last = Some(Error::new(
@@ -66,7 +77,16 @@ impl StagingDir {
                 Err(e) => return Err(Error::new("create directory", &path, e)),
             }
             let ticket = registry::global().register(path.clone(), TempKind::Dir);
-            let lock = sys::open_dir(&path).and_then(|fd| {
+            // Not through a symlink: where others can write `parent`, one could rename this
+            // directory away and plant a link in its place before this open.
+            let lock = rustix::fs::openat(
+                CWD,
+                &path,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )
+            .map_err(|e| Error::new("open directory", &path, e))
+            .and_then(|fd| {
                 rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
                     .map_err(|e| Error::new("lock directory", &path, e))?;
                 Ok(fd)
@@ -96,6 +116,12 @@ impl StagingDir {
     /// The staging directory's path; build the entry under it.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The directory itself, opened when it was made: changes made through it (`fchmod`,
+    /// `openat`) reach this directory whatever has since been renamed or planted on its path.
+    pub fn dir_fd(&self) -> BorrowedFd<'_> {
+        self._lock.as_fd()
     }
 
     /// fsyncs the tree, then publishes it at `target` only if nothing is there.

@@ -19,6 +19,7 @@ use fingerprint::Digest;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -334,41 +335,85 @@ impl Layout {
         Ok(std::fs::File::from(fd))
     }
 
-    /// A fresh staging directory for a build. In a team root it gets mode 2770 whatever the
-    /// umask: another member's sweep must be able to remove what a killed builder left, and
-    /// another member's eviction must be able to move the published entry (renaming a directory
-    /// to another parent needs write permission on it).
+    /// A fresh staging directory for a build, private to this process's user (mode 0700 from
+    /// its `mkdir`, whatever the umask) until [`Layout::share_with_team`] opens it to the team
+    /// just before its rename: a member who could write another's staging directory could
+    /// plant a symlink there for that member's writes, `chmod`s and compiler to follow (issue
+    /// 31, item 5). The price: a killed member's leftovers are swept by that member's own next
+    /// sweep (or root's), not by the others'.
     ///
     /// Under the shared protocol a heartbeat keeps its mtime fresh while it lives, so that no
     /// other host's sweep takes it for a dead builder's (`liveness.rs`).
     pub(crate) fn new_staging_dir(&self) -> Result<Staging> {
-        let staging = durable_fs::StagingDir::new_in(self.dir(Subdir::Staging))?;
-        if self.mode == RootMode::Team {
-            let path = staging.path();
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o2770))
-                .map_err(|e| Error::io("chmod team staging directory", path, e))?;
-        }
+        let staging = durable_fs::StagingDir::new_private_in(self.dir(Subdir::Staging))?;
         Ok(Staging::new(staging, self.protocol))
     }
 
-    /// In a team root, every file of an entry (artifact, compiler record, stored files,
-    /// `meta.json`) gets mode 0660 whatever the umask, so that every member can read (and,
-    /// through the 2770 directories, move and remove) what one member published. The commit's
-    /// fsyncs come after, so the mode is as durable as the content.
+    /// In a team root, just before the rename: every file of an entry (artifact, compiler
+    /// record, stored files, `meta.json`) gets mode 0660 and the directory 2770, whatever the
+    /// umask, so that every member can read (and, through the 2770 directories, move and
+    /// remove) what one member published. Every change is made by descriptor: the directory is
+    /// opened without following a link and must be this user's own (its path passes through
+    /// `staging/`, which any member may rename), each file is opened without following a link,
+    /// and anything but a file or a directory is refused. The commit's fsyncs come after, so
+    /// the modes are as durable as the content.
     pub(crate) fn share_with_team(&self, staging: &Path) -> Result<()> {
         if self.mode != RootMode::Team {
             return Ok(());
         }
-        let files =
-            std::fs::read_dir(staging).map_err(|e| Error::io("list staging", staging, e))?;
-        for file in files {
-            let file = file
-                .map_err(|e| Error::io("list staging", staging, e))?
-                .path();
-            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o660))
-                .map_err(|e| Error::io("chmod team entry file", &file, e))?;
+        let op = "share the staging directory with the team";
+        let no_follow = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = rustix::fs::openat(
+            rustix::fs::CWD,
+            staging,
+            no_follow | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::io(op, staging, e.into()))?;
+        let own = rustix::fs::fstat(&dir).map_err(|e| Error::io(op, staging, e.into()))?;
+        if own.st_uid != rustix::process::geteuid().as_raw() {
+            return Err(Error::io(
+                op,
+                staging,
+                std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the directory at this path is not the one this process made (another user's)",
+                ),
+            ));
         }
-        Ok(())
+        let entries =
+            rustix::fs::Dir::read_from(&dir).map_err(|e| Error::io(op, staging, e.into()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(op, staging, e.into()))?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            let path = staging.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let file = rustix::fs::openat(&dir, name, no_follow | OFlags::NONBLOCK, Mode::empty())
+                .map_err(|e| Error::io(op, &path, e.into()))?;
+            let kind = rustix::fs::fstat(&file)
+                .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode))
+                .map_err(|e| Error::io(op, &path, e.into()))?;
+            let mode = match kind {
+                rustix::fs::FileType::RegularFile => 0o660,
+                rustix::fs::FileType::Directory => 0o2770,
+                _ => {
+                    return Err(Error::io(
+                        op,
+                        &path,
+                        std::io::Error::new(
+                            std::io::ErrorKind::InvalidInput,
+                            "an entry holds only files and directories",
+                        ),
+                    ))
+                }
+            };
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))
+                .map_err(|e| Error::io(op, &path, e.into()))?;
+        }
+        rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o2770))
+            .map_err(|e| Error::io(op, staging, e.into()))
     }
 
     /// Appends one line to the event log: publications only (a hit never writes).
@@ -527,6 +572,59 @@ mod tests {
         Layout::open(&root, RootMode::Private).expect("a 0700 root of ours is fine");
         let err = Layout::open(&root, RootMode::Team).expect_err("a team root needs setgid 2770");
         assert!(err.to_string().contains("2770"), "{err}");
+    }
+
+    /// A team root in a temp dir: group-owned (the process's own group), setgid, 2770.
+    fn team_layout(dir: &Path) -> Layout {
+        let root = dir.join("team");
+        std::fs::create_dir(&root).expect("mkdir");
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o2770)).expect("chmod");
+        Layout::open(&root, RootMode::Team).expect("open a team root")
+    }
+
+    fn mode_of(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path)
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o7777
+    }
+
+    #[test]
+    fn a_team_staging_directory_is_private_until_it_is_shared_before_the_rename() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let layout = team_layout(dir.path());
+        let staging = layout.new_staging_dir().expect("staging");
+        // No other member can plant a link in it (setgid comes from the parent).
+        assert_eq!(
+            mode_of(staging.path()) & 0o777,
+            0o700,
+            "private while built"
+        );
+        std::fs::write(staging.path().join("artifact.cubin"), b"cubin").expect("write");
+        layout.share_with_team(staging.path()).expect("share");
+        assert_eq!(mode_of(staging.path()), 0o2770, "the team's once shared");
+        assert_eq!(mode_of(&staging.path().join("artifact.cubin")), 0o660);
+    }
+
+    #[test]
+    fn sharing_never_follows_a_link_planted_in_the_staging_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let layout = team_layout(dir.path());
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"a member's secret").expect("write");
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let staging = layout.new_staging_dir().expect("staging");
+        std::os::unix::fs::symlink(&secret, staging.path().join("artifact.cubin"))
+            .expect("plant a link");
+        let err = layout
+            .share_with_team(staging.path())
+            .expect_err("a link in an entry is refused");
+        assert!(
+            err.to_string().contains("artifact.cubin"),
+            "names the file: {err}"
+        );
+        assert_eq!(mode_of(&secret), 0o600, "the link's target keeps its mode");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::hooks::KeyGuard;
 use crate::pin::Unusable;
 use crate::staging::Staging;
 use durable_fs::PublishOutcome;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The producer of one stored entry: its files go into a private staging directory, and
@@ -76,13 +77,22 @@ impl Producer {
         &self.parts.address.key
     }
 
-    /// Writes the file `name` of the entry. Plainly: [`Producer::commit`] fsyncs every file
+    /// Writes the file `name` of the entry (again: replaces it). Plainly: [`Producer::commit`] fsyncs every file
     /// before the rename that publishes them. A write that fails (a full disk) poisons the
     /// producer: its partial file is removed and [`Producer::commit`] refuses to publish.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name)?;
         let path = self.parts.staging.path().join(name);
-        std::fs::write(&path, bytes).map_err(|e| {
+        // Never through a link: the staging directory is this user's alone, but its path passes
+        // through `staging/`, which in a team root any member may rename.
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, bytes));
+        written.map_err(|e| {
             self.parts
                 .poisoned
                 .store(true, std::sync::atomic::Ordering::Relaxed);
