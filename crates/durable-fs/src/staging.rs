@@ -323,4 +323,18 @@ mod tests {
         );
         drop(inherited);
     }
+
+    #[test]
+    fn a_private_staging_directory_is_0700_whatever_the_umask_and_its_fd_is_the_directory() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().expect("temp dir");
+        // Others may write the parent; the staging directory is still only its owner's.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let staging = StagingDir::new_private_in(dir.path()).expect("staging");
+        let meta = std::fs::metadata(staging.path()).expect("stat");
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        let by_fd = rustix::fs::fstat(staging.dir_fd()).expect("fstat");
+        assert_eq!((by_fd.st_dev, by_fd.st_ino), (meta.dev(), meta.ino()));
+    }
 }
