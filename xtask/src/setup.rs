@@ -184,6 +184,7 @@ fn ensure_nvcc_venv_with(venv: &Path, packages: &[&str]) -> Result<PathBuf> {
     };
     if let Some(nvcc) = nvcc_in_venv(venv) {
         if complete(&nvcc) {
+            link_lib64(&nvcc)?;
             return Ok(nvcc);
         }
     }
@@ -212,7 +213,26 @@ fn ensure_nvcc_venv_with(venv: &Path, packages: &[&str]) -> Result<PathBuf> {
             nvcc.display()
         );
     }
+    link_lib64(&nvcc)?;
     Ok(nvcc)
+}
+
+/// 13.0's wheel ships its libraries in `lib/` but its `nvcc.profile` links from
+/// `lib$(_TARGET_SIZE_)`, that is `lib64/`, so every link through nvcc (CMake's compiler check
+/// among them) fails to find `-lcudadevrt`. Where the profile says so and `lib64` is absent, a
+/// link `lib64 -> lib` makes the toolkit what its profile describes (13.3 and 13.5 say `lib`).
+fn link_lib64(nvcc: &Path) -> Result<()> {
+    let Some(top) = nvcc.parent().and_then(Path::parent) else {
+        return Ok(());
+    };
+    let profile = nvcc.with_file_name("nvcc.profile");
+    let text = std::fs::read_to_string(&profile).unwrap_or_default();
+    let lib64 = top.join("lib64");
+    if text.contains("lib$(_TARGET_SIZE_)") && std::fs::symlink_metadata(&lib64).is_err() {
+        std::os::unix::fs::symlink("lib", &lib64)
+            .with_context(|| format!("setup: link {} to lib", lib64.display()))?;
+    }
+    Ok(())
 }
 
 /// SeaweedFS as pinned for the S3 tier's tests (the version whose conditional writes, checksums
