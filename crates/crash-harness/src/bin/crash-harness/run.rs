@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// Arm only these points (comma-separated; default: all of them in turn).
     #[arg(long, value_delimiter = ',')]
     pub points: Vec<String>,
+    /// After `--kills`, how long (seconds) the run may go on aiming launches at the required
+    /// phases no kill landed in (the schedule's luck); a phase still missed then fails the run.
+    /// A run that already found a violation stops at `--kills`.
+    #[arg(long, default_value_t = 120)]
+    pub phase_deadline_s: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -106,6 +111,8 @@ pub struct RunReport {
     pub kills_at_host_crashes: usize,
     /// Phases with no kill: each fails the run.
     pub phases_missed: Vec<String>,
+    /// Kills made after `--kills` while aiming at phases the schedule missed.
+    pub chase_kills: usize,
     pub phases_required: Vec<String>,
     pub checks: usize,
     pub entries_checked: usize,
@@ -287,12 +294,21 @@ impl RunReport {
         );
         if self.phases_missed.is_empty() {
             println!(
-                "every required phase was hit: {}",
-                self.phases_required.join(", ")
+                "every required phase was hit: {}{}",
+                self.phases_required.join(", "),
+                if self.chase_kills > 0 {
+                    format!(
+                        " ({} kills aimed at phases the schedule missed)",
+                        self.chase_kills
+                    )
+                } else {
+                    String::new()
+                }
             );
         } else {
             println!(
-                "MISSED phases (no kill there): {}",
+                "MISSED phases (no kill there, {} kills aimed at them): {}",
+                self.chase_kills,
                 self.phases_missed.join(", ")
             );
         }
@@ -403,6 +419,8 @@ struct Supervisor<'a> {
     rng: Rng,
     generation: u64,
     armed_launches: usize,
+    /// While chasing missed phases: the points every launch is armed with, in turn.
+    chasing: Vec<(&'static str, bool)>,
     stderr: std::fs::File,
     report: RunReport,
 }
@@ -410,7 +428,12 @@ struct Supervisor<'a> {
 impl Supervisor<'_> {
     fn launch(&mut self, slot: usize) -> Result<Worker> {
         self.generation += 1;
-        let armed = if self.rng.range(0, 100) < self.args.failpoint_percent {
+        let armed = if !self.chasing.is_empty() {
+            self.armed_launches += 1;
+            self.chasing
+                .get((self.armed_launches - 1) % self.chasing.len())
+                .copied()
+        } else if self.rng.range(0, 100) < self.args.failpoint_percent {
             self.armed_launches += 1;
             let allowed: Vec<(&'static str, bool)> = POINTS
                 .iter()
@@ -459,6 +482,7 @@ impl Supervisor<'_> {
             .env_remove("JIT_CACHE_FAILPOINT")
             .env_remove("CRASH_WORKER_FAILPOINT")
             .env_remove("CRASH_WORKER_AIM")
+            .env_remove(crate::worker::COLD_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(self.stderr.try_clone()?);
@@ -474,6 +498,9 @@ impl Supervisor<'_> {
         if let Some((point, in_cache)) = armed {
             // The worker repeats the operation that reaches its point.
             cmd.env("CRASH_WORKER_AIM", point);
+            if !self.chasing.is_empty() {
+                cmd.env(crate::worker::COLD_ENV, "1");
+            }
             if in_cache {
                 cmd.env("JIT_CACHE_FAILPOINT", format!("{point}:abort"));
             } else {
@@ -797,6 +824,7 @@ fn run_in(
         rng: Rng::new(seed),
         generation: 0,
         armed_launches: 0,
+        chasing: Vec::new(),
         stderr,
         report: RunReport {
             seed,
@@ -876,6 +904,7 @@ fn run_in(
                 .collect::<Result<Vec<_>>>()?;
         }
     }
+    chase_missed_phases(&mut sup, &mut workers)?;
     for (slot, worker) in workers.iter_mut().enumerate() {
         sup.kill(slot, worker, Source::Check)?;
     }
@@ -885,10 +914,9 @@ fn run_in(
         remote.stats = sup.run.open_cache()?.remote_stats();
     }
     let mut report = sup.report;
-    report.phases_missed = required_phases(&args.points)
+    report.phases_missed = missed_phases(&report, &args.points)
         .into_iter()
-        .filter(|p| !report.kills_by_phase.contains_key(*p))
-        .map(|p| p.to_string())
+        .map(String::from)
         .collect();
     report.phases_required = required_phases(&args.points)
         .into_iter()
@@ -909,6 +937,57 @@ fn spare_armed(workers: &[Worker], drawn: usize, grace_ms: u64) -> usize {
             worker.armed.is_none() || worker.started.elapsed() >= grace
         })
         .unwrap_or(drawn)
+}
+
+/// The required phases no kill has landed in yet.
+fn missed_phases(report: &RunReport, points: &[String]) -> Vec<&'static str> {
+    required_phases(points)
+        .into_iter()
+        .filter(|p| !report.kills_by_phase.contains_key(*p))
+        .collect()
+}
+
+/// After the schedule's kills (issue 31, item 10): while a required phase saw no kill and no
+/// violation was found, every launch is armed with a point of a missed phase, in turn, and a
+/// worker that has not reached its point within the armed grace is replaced, until every phase
+/// is hit or `--phase-deadline-s` passes (then the missed phases fail the run, as before). No
+/// check runs meanwhile: the final one checks what the chase left.
+fn chase_missed_phases(sup: &mut Supervisor<'_>, workers: &mut [Worker]) -> Result<()> {
+    let args = sup.args;
+    let deadline = Instant::now() + Duration::from_secs(args.phase_deadline_s);
+    let grace = Duration::from_millis(args.armed_grace_ms);
+    let scheduled = sup.report.kills;
+    loop {
+        let missed = missed_phases(&sup.report, &args.points);
+        if missed.is_empty() || sup.report.violations > 0 || Instant::now() >= deadline {
+            break;
+        }
+        sup.chasing = POINTS
+            .iter()
+            .copied()
+            .filter(|(p, _)| missed.contains(&phase_class(p)))
+            .filter(|(p, _)| args.points.is_empty() || args.points.iter().any(|a| a == p))
+            .collect();
+        if sup.chasing.is_empty() {
+            break;
+        }
+        // The schedule's pause, not synchronisation: the armed workers run meanwhile.
+        std::thread::sleep(Duration::from_millis(args.max_delay_ms.max(2)));
+        sup.reap(workers)?;
+        for slot in 0..workers.len() {
+            let worker = &workers[slot];
+            let aimed = worker
+                .armed
+                .is_some_and(|p| sup.chasing.iter().any(|(c, _)| *c == p));
+            if !aimed || worker.started.elapsed() >= grace {
+                sup.kill(slot, &mut workers[slot], Source::Schedule)?;
+                workers[slot] = sup.launch(slot)?;
+            }
+        }
+    }
+    sup.chasing.clear();
+    sup.report.chase_kills = sup.report.kills - scheduled;
+    Ok(())
 }
 
 /// The phases the run must kill in: all of [`REQUIRED_PHASES`], or with `--points`, those the

@@ -12,7 +12,10 @@
 //! notes each stored entry it produces (`produce-start`, `produce-end`), for the one-producer rule.
 //! `CRASH_WORKER_FAILPOINT` (`put-writing`, `put-fsyncing`, `commit-writing`,
 //! `commit-fsyncing`, `store-writing`) makes it kill itself there; `CRASH_WORKER_AIM` (the point
-//! a launch is armed with) makes it repeat the operation that reaches that point.
+//! a launch is armed with) makes it repeat the operation that reaches that point, and
+//! `CRASH_WORKER_COLD` (set while the supervisor chases phases the schedule missed) makes each
+//! of its builds and stored entries one no process made before (indices past the workload's),
+//! and evicts what it can before each import, so that a warm root cannot keep it from its point.
 
 use crate::setup::{append, set_phase, spec, RunDir};
 use anyhow::Result;
@@ -153,6 +156,11 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
     let expected: Vec<Vec<u8>> = (0..args.kernels)
         .map(|i| expected_artifact(&kernel_text(i)))
         .collect();
+    // Fresh indices for a cold aimed launch: past the workload's, unique per launch and op.
+    let cold = aim.is_some() && std::env::var_os(COLD_ENV).is_some();
+    let fresh = |base: usize, counter: u64| {
+        base + (args.generation as usize) * 1_000_000 + counter as usize
+    };
     let mut rng = Rng::derive(args.seed, ((args.slot as u64) << 32) | args.generation);
     // The artifact of the last build, held (pinned) until the next one: its path must keep
     // reading its bytes meanwhile, whatever gc, verify or clear run on this or another host. On
@@ -183,15 +191,33 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
             Op::Build => {
                 // The previous pin goes first: this worker's own gc may then evict it.
                 drop(held.take());
-                held = build(
-                    &worker,
-                    &cache,
-                    &expected,
-                    rng.range(0, args.kernels as u64) as usize,
-                )
-                .map(|artifact| (artifact, std::time::Instant::now()));
+                let index = if cold {
+                    fresh(args.kernels, counter)
+                } else {
+                    rng.range(0, args.kernels as u64) as usize
+                };
+                let bytes = match expected.get(index) {
+                    Some(bytes) => std::borrow::Cow::Borrowed(bytes),
+                    None => std::borrow::Cow::Owned(expected_artifact(&kernel_text(index))),
+                };
+                held = build(&worker, &cache, &bytes, index)
+                    .map(|artifact| (artifact, std::time::Instant::now()));
             }
-            Op::Import => import(&worker, &cache),
+            Op::Import => {
+                if cold {
+                    // The pack's entries are made absent first (as far as this host's eviction
+                    // rule allows), so that the import stages and publishes them again.
+                    worker.phase("gc");
+                    if let Err(e) = cache.gc(GcPolicy {
+                        max_bytes: Some(0),
+                        max_age: None,
+                    }) {
+                        worker.ledger("op-error", &format!("gc: {e}"));
+                    }
+                }
+                import(&worker, &cache)
+            }
+            Op::Store if cold => store_op(&worker, &store, fresh(args.store_keys, counter)),
             Op::Store if args.store_keys > 0 => store_op(
                 &worker,
                 &store,
@@ -243,17 +269,20 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Set by the supervisor on a launch aimed at a phase the schedule missed (see the module doc).
+pub const COLD_ENV: &str = "CRASH_WORKER_COLD";
+
 fn build(
     worker: &Worker,
     cache: &jit_cache::Cache,
-    expected: &[Vec<u8>],
+    expected: &[u8],
     index: usize,
 ) -> Option<jit_cache::Artifact> {
     worker.phase("get");
     match cache.get_or_build(&spec(index)) {
         Ok(built) => {
             worker.phase("checking");
-            if built.artifact.bytes() != expected[index].as_slice() {
+            if built.artifact.bytes() != expected {
                 worker.ledger(
                     "wrong-read",
                     &format!(
