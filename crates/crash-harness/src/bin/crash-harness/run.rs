@@ -974,14 +974,13 @@ fn chase_missed_phases(sup: &mut Supervisor<'_>, workers: &mut [Worker]) -> Resu
         // The schedule's pause, not synchronisation: the armed workers run meanwhile.
         std::thread::sleep(Duration::from_millis(args.max_delay_ms.max(2)));
         sup.reap(workers)?;
-        for slot in 0..workers.len() {
-            let worker = &workers[slot];
+        for (slot, worker) in workers.iter_mut().enumerate() {
             let aimed = worker
                 .armed
                 .is_some_and(|p| sup.chasing.iter().any(|(c, _)| *c == p));
             if !aimed || worker.started.elapsed() >= grace {
-                sup.kill(slot, &mut workers[slot], Source::Schedule)?;
-                workers[slot] = sup.launch(slot)?;
+                sup.kill(slot, worker, Source::Schedule)?;
+                *worker = sup.launch(slot)?;
             }
         }
     }
