@@ -255,7 +255,6 @@ def _reachable_by_everyone(path: Path) -> None:
         return
     top = blocked[0]
     below = top / path.relative_to(top).parts[0]
-    keep = os.open(below, os.O_PATH)
     libc = ctypes.CDLL(None, use_errno=True)
     clone_newns, ms_bind, ms_rec, ms_private = 0x00020000, 0x1000, 0x4000, 1 << 18
 
@@ -266,6 +265,9 @@ def _reachable_by_everyone(path: Path) -> None:
 
     check(libc.unshare(clone_newns), "unshare a mount namespace")
     check(libc.mount(b"none", b"/", None, ms_rec | ms_private, None), "make mounts private")
+    # Opened in the new namespace: a bind's source must be one of its own mounts (a descriptor
+    # opened before `unshare` names the old namespace's, and the bind fails with EINVAL).
+    keep = os.open(below, os.O_PATH)
     check(libc.mount(b"tmpfs", str(top).encode(), b"tmpfs", 0, b"mode=0755"), f"tmpfs on {top}")
     below.mkdir()
     source = f"/proc/self/fd/{keep}".encode()

@@ -37,6 +37,10 @@ pub(crate) struct AbsenceGroup {
     pub(crate) dir: PathBuf,
     /// The absent names, relative to `dir`.
     pub(crate) names: Vec<PathBuf>,
+    /// Names the compile found as directories there (a `stat`, `access` or open that found a
+    /// directory: a wrapper's `[ -d DIR ]`): each must still be one. Checked with the names,
+    /// when the directory's stamp changed (a `rmdir` or `rename` there changes it).
+    pub(crate) dirs: Vec<PathBuf>,
     /// The directory's stat tuple when recorded, if settled: unchanged, no entry was added.
     pub(crate) stamp: Option<StatStamp>,
 }
@@ -135,6 +139,8 @@ pub(crate) enum Mismatch {
     Shadowed { name: PathBuf, by: PathBuf },
     /// A directory the compile listed has changed since.
     Relisted { dir: PathBuf },
+    /// A directory the compile found is gone (or no longer a directory).
+    DirGone { path: PathBuf },
     /// The variant's output names its own source, and the request's is another (or elsewhere).
     OtherSource { source: PathBuf },
 }
@@ -169,6 +175,11 @@ impl std::fmt::Display for Mismatch {
                     dir.display()
                 )
             }
+            Mismatch::DirGone { path } => write!(
+                f,
+                "directory {} that the compile found is gone",
+                path.display()
+            ),
             Mismatch::Shadowed { name, by } => write!(
                 f,
                 "header `{}` is now shadowed by {}",
@@ -241,6 +252,9 @@ pub(crate) fn revalidate(
             let names: Vec<&[u8]> = group
                 .names
                 .iter()
+                .map(PathBuf::as_path)
+                .chain(std::iter::once(Path::new(LISTING)))
+                .chain(group.dirs.iter().map(PathBuf::as_path))
                 .map(|n| n.as_os_str().as_encoded_bytes())
                 .collect();
             (dir.clone(), Digest::of_bytes(&names.join(&0u8)))
@@ -257,6 +271,14 @@ pub(crate) fn revalidate(
                     name: path.strip_prefix(&dir).unwrap_or(&path).to_path_buf(),
                     by: path,
                 }));
+            }
+            if let Some(path) = group
+                .dirs
+                .iter()
+                .map(|d| dir.join(d))
+                .find(|p| !std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
+            {
+                return Err(Box::new(Mismatch::DirGone { path }));
             }
         }
         if let Some(key) = memo_key {

@@ -116,6 +116,8 @@ struct Walk<'a> {
     files: Vec<Includer>,
     reached: BTreeSet<usize>,
     absent: BTreeSet<(Base, PathBuf)>,
+    /// Directories the trace saw found by a lookup (`[ -d DIR ]`): each must stay one.
+    found_dirs: BTreeSet<(Base, PathBuf)>,
     must_stay: BTreeSet<(Base, PathBuf)>,
     canonical: Canonical,
     looked_up: LookedUp,
@@ -200,6 +202,7 @@ pub(crate) fn record(
         files: Vec::new(),
         reached: BTreeSet::new(),
         absent: BTreeSet::new(),
+        found_dirs: BTreeSet::new(),
         must_stay: BTreeSet::new(),
         canonical: Canonical::default(),
         looked_up: LookedUp::default(),
@@ -415,6 +418,12 @@ impl Walk<'_> {
             let (base, rel) = self.search.classify_observed(dir, &mut self.canonical);
             self.listed.insert((base, rel));
         }
+        for dir in &seen.dirs {
+            let (base, rel) = self.search.classify_observed(dir, &mut self.canonical);
+            if !rel.as_os_str().is_empty() {
+                self.found_dirs.insert((base, rel));
+            }
+        }
     }
 
     fn resolve_all(&mut self, includer: &Includer, directives: &[Directive]) {
@@ -571,28 +580,38 @@ impl Walk<'_> {
                 stamp,
             });
         }
-        let mut groups: BTreeMap<(Base, PathBuf), Vec<PathBuf>> = BTreeMap::new();
+        // Per directory: the names that must stay absent, and those that must stay directories.
+        let mut groups: BTreeMap<(Base, PathBuf), (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
         for (base, rel) in &self.absent {
             let (dir, name) = self.nearest_existing_dir(*base, rel);
-            groups.entry((*base, dir)).or_default().push(name);
+            groups.entry((*base, dir)).or_default().0.push(name);
         }
         for (base, dir) in &self.listed {
             groups
                 .entry((*base, dir.clone()))
                 .or_default()
+                .0
                 .push(PathBuf::from(crate::headers::LISTING));
+        }
+        for (base, rel) in &self.found_dirs {
+            let dir = parent_rel(rel);
+            let name = rel_below(rel, &dir);
+            if !name.as_os_str().is_empty() {
+                groups.entry((*base, dir)).or_default().1.push(name);
+            }
         }
         // Absences need no such check: each name was looked up just now, after the compile, and
         // a file that appeared at a candidate after the compiler passed it exists now and was
         // recorded by content above (its ctime then says it moved).
         let mut absent = Vec::with_capacity(groups.len());
-        for ((base, dir), names) in groups {
+        for ((base, dir), (names, dirs)) in groups {
             let path = self.search.path_of(base, &dir).unwrap_or_default();
             absent.push(AbsenceGroup {
                 base,
                 stamp: settling.stamp(&path),
                 dir,
                 names,
+                dirs,
             });
         }
         Ok((

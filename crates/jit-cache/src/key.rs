@@ -20,7 +20,7 @@ use std::path::PathBuf;
 /// directory when debug information is asked for. Version 4: the source's spelled path enters
 /// only where the output may name it before any proof (`source_bound.rs`); elsewhere a variant
 /// whose compile could not prove independence is bound to its source.
-pub const CACHE_FORMAT: u32 = 4;
+pub const CACHE_FORMAT: u32 = 5;
 
 /// Everything computed about a spec before looking in the cache.
 #[derive(Debug, Clone)]

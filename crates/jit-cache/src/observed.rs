@@ -47,6 +47,9 @@ pub(crate) struct Seen {
     pub(crate) absent: Vec<PathBuf>,
     /// Directories listed: their entries may decide what the compile does.
     pub(crate) listed: Vec<PathBuf>,
+    /// Directories found by a lookup (`stat`, `access`, an open of a directory): their being
+    /// there may decide what the compile does (a wrapper's `[ -d DIR ]`).
+    pub(crate) dirs: Vec<PathBuf>,
     /// Why the trace cannot vouch for the compile, if it cannot.
     pub(crate) unproven: Option<Unproven>,
 }
@@ -119,6 +122,7 @@ pub(crate) fn digest(trace: &Trace, private: &[PathBuf]) -> Seen {
     let mut read_paths: BTreeSet<&Path> = BTreeSet::new();
     let mut absent: BTreeSet<&Path> = BTreeSet::new();
     let mut listed: Vec<&Path> = Vec::new();
+    let mut dirs: BTreeSet<&Path> = BTreeSet::new();
     for event in &trace.events {
         let path = event.path.as_path();
         let write = event.op.is_write();
@@ -180,11 +184,15 @@ pub(crate) fn digest(trace: &Trace, private: &[PathBuf]) -> Seen {
             {
                 seen.read.push((path.to_path_buf(), (dev, ino)));
             }
+            Found::Dir { .. } => {
+                dirs.insert(path);
+            }
             _ => {}
         }
     }
     seen.absent = absent.into_iter().map(Path::to_path_buf).collect();
     seen.listed = listed.into_iter().map(Path::to_path_buf).collect();
+    seen.dirs = dirs.into_iter().map(Path::to_path_buf).collect();
     seen
 }
 

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! header:  <base> <digest-hex> <stamp|-> <rel>
-//! absence: <base> <stamp|-> <dir|.> <name> [<name>...]
+//! absence: <base> <stamp|-> <dir|.> <name>... (a name written `%/<name>`: a directory found)
 //! base:    s (source dir) | w (working dir) | q<N> | i<N> | y<N> | x<N> (-iquote, -I,
 //!          -isystem, -idirafter N)
 //!          | f<N> (forced include N, by absolute path; rel empty, written `.`)
@@ -212,6 +212,11 @@ pub(crate) fn absence_to_text(group: &AbsenceGroup) -> String {
         out.push(' ');
         escape(name, &mut out);
     }
+    // `%/` never starts an escaped name (`%` is always followed by two hex digits there).
+    for name in &group.dirs {
+        out.push_str(" %/");
+        escape(name, &mut out);
+    }
     out
 }
 
@@ -224,14 +229,23 @@ pub(crate) fn absence_from_text(text: &str) -> Option<AbsenceGroup> {
         "." => PathBuf::new(),
         dir => unescape(dir)?,
     };
-    let names = parts.map(unescape).collect::<Option<Vec<_>>>()?;
-    if names.is_empty() || names.iter().any(|n| n.as_os_str().is_empty()) {
+    let (mut names, mut dirs) = (Vec::new(), Vec::new());
+    for part in parts {
+        match part.strip_prefix("%/") {
+            Some(name) => dirs.push(unescape(name)?),
+            None => names.push(unescape(part)?),
+        }
+    }
+    if (names.is_empty() && dirs.is_empty())
+        || names.iter().chain(&dirs).any(|n| n.as_os_str().is_empty())
+    {
         return None;
     }
     Some(AbsenceGroup {
         base,
         dir,
         names,
+        dirs,
         stamp,
     })
 }
@@ -317,6 +331,7 @@ mod tests {
             base: Base::Quote(0),
             dir: PathBuf::new(),
             names: vec!["a b.h".into(), PathBuf::from(OsStr::from_bytes(b"c\x01.h"))],
+            dirs: vec!["feature dir".into(), "%2F".into()],
             stamp: Some(StatStamp {
                 dev: 1,
                 ino: 2,
@@ -354,6 +369,7 @@ mod tests {
                 } else {
                     path.clone()
                 }],
+                dirs: Vec::new(),
                 stamp: None,
             };
             let back = absence_from_text(&absence_to_text(&group)).expect("parses");

@@ -376,6 +376,51 @@ fn a_header_whose_name_is_not_utf8_builds_and_hits() {
     assert_eq!(got.artifact.bytes(), uncached_cubin(dir.path(), &src, &[]));
 }
 
+/// Issue 31, item 3: a lookup that found a directory is recorded. A `-ccbin` wrapper that
+/// tests `[ -d DIR ]` compiles another kernel once DIR is gone: a hit after `rmdir` would be
+/// stale (seen failing before the trace kept found directories: a hit with the old cubin).
+#[test]
+fn a_directory_a_ccbin_wrapper_tests_for_is_recorded_and_its_removal_rebuilds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gxx = std::process::Command::new("sh")
+        .args(["-c", "command -v g++"])
+        .output()
+        .expect("find g++");
+    let gxx = String::from_utf8_lossy(&gxx.stdout).trim().to_string();
+    let feature = dir.path().join("opt/feature");
+    std::fs::create_dir_all(&feature).expect("mkdir feature");
+    let wrapper = dir.path().join("bin/g++");
+    std::fs::create_dir_all(wrapper.parent().expect("parent")).expect("mkdir bin");
+    write_executable(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\nif [ -d '{}' ]; then exec {gxx} -DFEATURE \"$@\"; fi\nexec {gxx} \"$@\"\n",
+            feature.display()
+        ),
+    );
+    let src = dir.path().join("k.cu");
+    write(
+        &src,
+        "extern \"C\" __global__ void k(float* x) {\n#ifdef FEATURE\n  x[0] = 2.0f;\n#else\n  x[0] = 3.0f;\n#endif\n}\n",
+    );
+    let ccbin = wrapper.display().to_string();
+    let spec = KernelSpec::from_file(&src).flag("-ccbin").flag(&ccbin);
+    let with = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
+    assert_eq!(
+        open_cache(dir.path())
+            .get_or_build(&spec)
+            .expect("build")
+            .outcome,
+        Outcome::Built
+    );
+    std::fs::remove_dir(&feature).expect("rmdir feature");
+    let without = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
+    assert_ne!(with, without, "the wrapper's test decides the kernel");
+    let got = open_cache(dir.path()).get_or_build(&spec).expect("again");
+    assert_ne!(got.outcome, Outcome::Hit, "{}", got.outcome);
+    assert_eq!(got.artifact.bytes(), without.as_slice());
+}
+
 /// Case 7: `-ccbin` enters the key as that compiler's identity (its content and version), not
 /// the default's and not its path: the compiler replaced at the same path is another key, and
 /// the same compiler at another path shares the entry.
