@@ -5,6 +5,11 @@
 //! leader unwinds, and each follower then tries again, one of them becoming the new leader.
 //! Results, including errors, are handed to every follower of that flight; a later call starts a
 //! new flight (the caller keeps its own memo of successes).
+//!
+//! Fork rule: a flight records the process its leader runs in. A child forked while a parent
+//! thread led a flight inherits the table with that flight in it, but not the thread, which
+//! would never finish it there; a caller in another process than a flight's leader takes the
+//! flight for abandoned and leads a new one.
 
 use crate::sync::{lock, Arc, Condvar, Mutex};
 use std::collections::HashMap;
@@ -18,6 +23,8 @@ pub(crate) struct SingleFlight<K, V> {
 struct Flight<V> {
     state: Mutex<State<V>>,
     finished: Condvar,
+    /// The process the leader runs in (see the fork rule above).
+    pid: u32,
 }
 
 enum State<V> {
@@ -49,12 +56,15 @@ impl<K: Eq + Hash + Clone, V: Clone> SingleFlight<K, V> {
         loop {
             let (flight, leader) = {
                 let mut flights = lock(&self.flights);
+                let me = std::process::id();
                 match flights.get(key) {
-                    Some(flight) => (Arc::clone(flight), false),
-                    None => {
+                    Some(flight) if flight.pid == me => (Arc::clone(flight), false),
+                    // None, or a flight a forked parent's thread leads: this process leads.
+                    _ => {
                         let flight = Arc::new(Flight {
                             state: Mutex::new(State::Running),
                             finished: Condvar::new(),
+                            pid: me,
                         });
                         flights.insert(key.clone(), Arc::clone(&flight));
                         (flight, true)
@@ -155,6 +165,49 @@ mod tests {
             }
         });
         assert!(computed.load(Ordering::SeqCst) >= 1, "someone computed");
+    }
+
+    /// Issue 31, item 7: a child forked while a parent thread leads a flight leads its own
+    /// (before the rule it waited forever on the parent's flight: the child exited by timeout).
+    #[test]
+    fn a_forked_child_leads_the_flight_its_parents_thread_was_leading() {
+        let table = SingleFlight::<u32, u32>::new();
+        let (started, wait_started) = std::sync::mpsc::channel();
+        let (release, wait_release) = std::sync::mpsc::channel::<()>();
+        let shared = &table;
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                shared.run(&9, || {
+                    let _ = started.send(());
+                    let _ = wait_release.recv();
+                    1
+                })
+            });
+            wait_started.recv().expect("the parent's leader started");
+            // SAFETY: the child only runs the table's code and `_exit`s; glibc's malloc and
+            // std's mutexes are usable after fork (no table lock is held: the leader is inside
+            // its work, outside the table's mutex).
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork");
+            if pid == 0 {
+                // A watchdog: a child stuck on the parent's flight ends with status 2.
+                // SAFETY: alarm has no preconditions; SIGALRM's default action ends the child.
+                unsafe { libc::alarm(20) };
+                let (v, role) = table.run(&9, || 2);
+                let ok = v == 2 && role == Role::Leader;
+                // SAFETY: ends the child at once, running no parent's destructors.
+                unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+            }
+            let mut status = 0;
+            // SAFETY: waits for the child just forked, with a valid status pointer.
+            let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+            let _ = release.send(());
+            assert_eq!(waited, pid);
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "the child led its own flight (wait status {status})"
+            );
+        });
     }
 
     #[test]
