@@ -114,27 +114,33 @@ pub(crate) fn prepare(
     // and nvcc's module id the source's absolute path. Where the output cannot name the path
     // before the compile is looked at, the key leaves it out and the compile proves it
     // (`source_bound.rs`).
-    // nvcc's module id is derived from the source's real path (a symlinked or `..`-spelled
-    // directory gives the same id): a binding names the source by it.
-    let real = request
-        .source_path
-        .as_deref()
-        .and_then(|p| std::fs::canonicalize(p).ok());
-    let bound = SourceBinding::of(request.source_spelled.as_deref(), real.as_deref());
     let keyed = crate::source_bound::keyed_by_path(
         request.debug,
         spec.kind,
         request.source_spelled.as_deref(),
         request.source_path.as_deref(),
     );
-    let binding = match (&request.source_spelled, keyed, bound) {
-        (_, false, Some(bound)) => Some(bound),
-        // A file source whose binding could not be written keeps its path in the key.
-        (Some(spelled), _, _) => {
+    // nvcc's module id is derived from the source's real path (a symlinked or `..`-spelled
+    // directory gives the same id): a binding names the source by it. Resolved only where the
+    // key leaves the path out (a `realpath` costs a lookup per component).
+    let bound = if keyed {
+        None
+    } else {
+        let real = request
+            .source_path
+            .as_deref()
+            .and_then(|p| std::fs::canonicalize(p).ok());
+        SourceBinding::of(request.source_spelled.as_deref(), real.as_deref())
+    };
+    let binding = match (bound, &request.source_spelled) {
+        (Some(bound), _) => Some(bound),
+        // Keyed by path, or a file source whose binding could not be written: the path is in
+        // the key.
+        (None, Some(spelled)) => {
             manifest.insert_value("source-path", &spelled.to_string_lossy());
             None
         }
-        (None, _, _) => None,
+        (None, None) => None,
     };
     manifest.insert_value("kind", spec.kind.name());
     manifest.insert_list("arch", &spec.arches);
