@@ -7,9 +7,8 @@
 //! it refused, and a reader reaches the remote only after a local eviction); this pass reads
 //! every variant the server holds, so what it refuses and what it returns are facts of the run.
 
-use crate::setup::{spec, RunDir};
+use crate::setup::{answer_problem, RunDir};
 use anyhow::{Context, Result};
-use crash_harness::{expected_artifact, kernel_text};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,16 +45,7 @@ pub fn main(args: &FleetReadArgs) -> Result<ExitCode> {
     for i in 0..args.kernels {
         let cache = run.open_root(&readers.join(format!("k{i}")), crate::remote::from_env()?)?;
         report.reads += 1;
-        match cache.get_or_build(&spec(i)) {
-            Ok(built)
-                if built.artifact.bytes() == expected_artifact(&kernel_text(i)).as_slice() => {}
-            Ok(built) => report.bad_answers.push(format!(
-                "k{i}: {} wrong bytes ({})",
-                built.artifact.bytes().len(),
-                built.outcome
-            )),
-            Err(e) => report.bad_answers.push(format!("k{i}: {e}")),
-        }
+        report.bad_answers.extend(answer_problem(&cache, i));
         let stats = cache.remote_stats();
         report.hits += stats.hits;
         report.misses += stats.misses;

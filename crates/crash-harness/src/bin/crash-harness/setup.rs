@@ -219,9 +219,13 @@ pub fn stored_entry_problems(entry: &jit_cache::store::StoredEntry, index: usize
     problems
 }
 
-/// Kernel names to key hex, as the cache computes them.
-pub fn keys(cache: &Cache, kernels: usize) -> Result<HashMap<String, String>> {
-    (0..kernels)
+/// Kernel names to key hex, as the cache computes them, for the kernels `indices`.
+pub fn keys(
+    cache: &Cache,
+    indices: impl IntoIterator<Item = usize>,
+) -> Result<HashMap<String, String>> {
+    indices
+        .into_iter()
         .map(|i| {
             let explained = cache
                 .explain(&spec(i))
@@ -229,6 +233,26 @@ pub fn keys(cache: &Cache, kernels: usize) -> Result<HashMap<String, String>> {
             Ok((explained.name, explained.key))
         })
         .collect()
+}
+
+/// What is wrong with the cache's answer for kernel `index` (its bytes are not what the
+/// compiler makes of the kernel's text, or there is none), if anything.
+pub fn answer_problem(cache: &Cache, index: usize) -> Option<String> {
+    match cache.get_or_build(&spec(index)) {
+        Ok(built)
+            if built.artifact.bytes()
+                == crash_harness::expected_artifact(&crash_harness::kernel_text(index))
+                    .as_slice() =>
+        {
+            None
+        }
+        Ok(built) => Some(format!(
+            "k{index}: wrong bytes ({} bytes, {})",
+            built.artifact.bytes().len(),
+            built.outcome
+        )),
+        Err(e) => Some(format!("k{index}: {e}")),
+    }
 }
 
 /// Appends one line to an `O_APPEND` log with a single write.
