@@ -280,6 +280,9 @@ pub fn run(args: &[String]) -> Result<()> {
         harness(&["--power-loss", "--cuts", "300", "--seed", "1"])
     })?;
 
+    if let Some(from) = from {
+        bail!("--from {from}: no step's name starts so (every step was skipped)");
+    }
     eprintln!("\nxtask test: all steps passed");
     for (name, took) in &timings {
         eprintln!("  {name:<16} {:>8.1}s", took.as_secs_f64());
