@@ -382,11 +382,7 @@ fn a_header_whose_name_is_not_utf8_builds_and_hits() {
 #[test]
 fn a_directory_a_ccbin_wrapper_tests_for_is_recorded_and_its_removal_rebuilds() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let gxx = std::process::Command::new("sh")
-        .args(["-c", "command -v g++"])
-        .output()
-        .expect("find g++");
-    let gxx = String::from_utf8_lossy(&gxx.stdout).trim().to_string();
+    let gxx = host_gxx();
     let feature = dir.path().join("opt/feature");
     std::fs::create_dir_all(&feature).expect("mkdir feature");
     let wrapper = dir.path().join("bin/g++");
@@ -427,11 +423,7 @@ fn a_directory_a_ccbin_wrapper_tests_for_is_recorded_and_its_removal_rebuilds() 
 #[test]
 fn the_host_compiler_named_by_ccbin_is_in_the_key_by_identity() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let gxx = std::process::Command::new("sh")
-        .args(["-c", "command -v g++"])
-        .output()
-        .expect("find g++");
-    let gxx = String::from_utf8_lossy(&gxx.stdout).trim().to_string();
+    let gxx = host_gxx();
     let wrapper = |at: &Path, build: &str| {
         std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
         write_executable(

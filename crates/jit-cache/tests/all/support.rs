@@ -14,6 +14,18 @@ pub fn real_nvcc() -> PathBuf {
         .to_path_buf()
 }
 
+/// The host's `g++` as the shell finds it on `PATH` (what nvcc runs by default), for wrappers
+/// that `-ccbin` names.
+pub fn host_gxx() -> String {
+    let found = std::process::Command::new("sh")
+        .args(["-c", "command -v g++"])
+        .output()
+        .expect("find g++");
+    let gxx = String::from_utf8_lossy(&found.stdout).trim().to_string();
+    assert!(!gxx.is_empty(), "g++ is on PATH");
+    gxx
+}
+
 /// A small, valid kernel whose code depends on `n`, so each `n` is a distinct artifact.
 pub fn kernel_text(n: usize) -> String {
     format!("extern \"C\" __global__ void k{n}(float* x) {{ x[threadIdx.x] = x[threadIdx.x] * {n}.0f + 1.0f; }}\n")
