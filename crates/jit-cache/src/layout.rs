@@ -352,45 +352,28 @@ impl Layout {
     /// In a team root, just before the rename: every file of an entry (artifact, compiler
     /// record, stored files, `meta.json`) gets mode 0660 and the directory 2770, whatever the
     /// umask, so that every member can read (and, through the 2770 directories, move and
-    /// remove) what one member published. Every change is made by descriptor: the directory is
-    /// opened without following a link and must be this user's own (its path passes through
-    /// `staging/`, which any member may rename), each file is opened without following a link,
-    /// and anything but a file or a directory is refused. The commit's fsyncs come after, so
-    /// the modes are as durable as the content.
-    pub(crate) fn share_with_team(&self, staging: &Path) -> Result<()> {
+    /// remove) what one member published. Every change is made through the descriptor the
+    /// staging directory was opened with when it was made (its path passes through `staging/`,
+    /// which any member may rename): each entry is opened relative to it without following a
+    /// link, and anything but a file or a directory is refused. The commit's fsyncs come after,
+    /// so the modes are as durable as the content.
+    pub(crate) fn share_with_team(&self, staging: &Staging) -> Result<()> {
         if self.mode != RootMode::Team {
             return Ok(());
         }
         let op = "share the staging directory with the team";
-        let no_follow = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = rustix::fs::openat(
-            rustix::fs::CWD,
-            staging,
-            no_follow | OFlags::DIRECTORY,
-            Mode::empty(),
-        )
-        .map_err(|e| Error::io(op, staging, e.into()))?;
-        let own = rustix::fs::fstat(&dir).map_err(|e| Error::io(op, staging, e.into()))?;
-        if own.st_uid != rustix::process::geteuid().as_raw() {
-            return Err(Error::io(
-                op,
-                staging,
-                std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    "the directory at this path is not the one this process made (another user's)",
-                ),
-            ));
-        }
+        let (dir, shown) = (staging.dir_fd(), staging.path());
         let entries =
-            rustix::fs::Dir::read_from(&dir).map_err(|e| Error::io(op, staging, e.into()))?;
+            rustix::fs::Dir::read_from(dir).map_err(|e| Error::io(op, shown, e.into()))?;
         for entry in entries {
-            let entry = entry.map_err(|e| Error::io(op, staging, e.into()))?;
+            let entry = entry.map_err(|e| Error::io(op, shown, e.into()))?;
             let name = entry.file_name();
             if name == c"." || name == c".." {
                 continue;
             }
-            let path = staging.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
-            let file = rustix::fs::openat(&dir, name, no_follow | OFlags::NONBLOCK, Mode::empty())
+            let path = shown.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let file = rustix::fs::openat(dir, name, flags, Mode::empty())
                 .map_err(|e| Error::io(op, &path, e.into()))?;
             let kind = rustix::fs::fstat(&file)
                 .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode))
@@ -412,8 +395,8 @@ impl Layout {
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))
                 .map_err(|e| Error::io(op, &path, e.into()))?;
         }
-        rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o2770))
-            .map_err(|e| Error::io(op, staging, e.into()))
+        rustix::fs::fchmod(dir, Mode::from_raw_mode(0o2770))
+            .map_err(|e| Error::io(op, shown, e.into()))
     }
 
     /// Appends one line to the event log: publications only (a hit never writes).
@@ -602,9 +585,33 @@ mod tests {
             "private while built"
         );
         std::fs::write(staging.path().join("artifact.cubin"), b"cubin").expect("write");
-        layout.share_with_team(staging.path()).expect("share");
+        layout.share_with_team(&staging).expect("share");
         assert_eq!(mode_of(staging.path()), 0o2770, "the team's once shared");
         assert_eq!(mode_of(&staging.path().join("artifact.cubin")), 0o660);
+    }
+
+    /// Sharing goes through the descriptor made with the directory: a directory planted at its
+    /// path (`staging/` renamed by another member) is never the one changed.
+    #[test]
+    fn sharing_changes_the_staging_directory_made_not_one_planted_at_its_path() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let layout = team_layout(dir.path());
+        let staging = layout.new_staging_dir().expect("staging");
+        std::fs::write(staging.path().join("artifact.cubin"), b"ours").expect("write");
+        let moved = dir.path().join("moved");
+        std::fs::rename(staging.path(), &moved).expect("move the staging directory away");
+        std::fs::create_dir(staging.path()).expect("plant a directory at its path");
+        let planted = staging.path().join("artifact.cubin");
+        std::fs::write(&planted, b"planted").expect("write");
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        layout.share_with_team(&staging).expect("share");
+        assert_eq!(
+            mode_of(&moved.join("artifact.cubin")),
+            0o660,
+            "the one made"
+        );
+        assert_eq!(mode_of(&moved), 0o2770);
+        assert_eq!(mode_of(&planted), 0o600, "the planted one is untouched");
     }
 
     #[test]
@@ -618,7 +625,7 @@ mod tests {
         std::os::unix::fs::symlink(&secret, staging.path().join("artifact.cubin"))
             .expect("plant a link");
         let err = layout
-            .share_with_team(staging.path())
+            .share_with_team(&staging)
             .expect_err("a link in an entry is refused");
         assert!(
             err.to_string().contains("artifact.cubin"),

@@ -381,7 +381,7 @@ pub(crate) fn publish_staged(
         inputs,
         origin,
     } = staged;
-    if let Some(answer) = before_rename(layout, &owner, staging.path(), meta, bytes, inputs)? {
+    if let Some(answer) = before_rename(layout, &owner, &staging, meta, bytes, inputs)? {
         return Ok(Publication::Found(answer));
     }
     let target = layout.entry_dir(&owner.key, &meta.variant);
@@ -401,13 +401,13 @@ pub(crate) fn publish_staged(
 pub(crate) fn before_rename(
     layout: &Layout,
     owner: &Owner<'_>,
-    staging: &Path,
+    staging: &Staging,
     meta: &Meta,
     bytes: &[u8],
     inputs: &Inputs,
 ) -> Result<Option<Answer>> {
     hooks::point("writing-meta");
-    entry::write_meta(staging, meta)?;
+    entry::write_meta(staging.path(), meta)?;
     layout.share_with_team(staging)?;
     let target = layout.entry_dir(&owner.key, &meta.variant);
     clear_target(layout, &owner.key, owner.kind, &target, bytes, inputs)

@@ -136,6 +136,11 @@ impl Staging {
         self.inner.path()
     }
 
+    /// The directory itself, opened when it was made (see [`durable_fs::StagingDir::dir_fd`]).
+    pub(crate) fn dir_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.inner.dir_fd()
+    }
+
     /// The durable-fs staging directory, for a batch to commit, and its heartbeat, to keep
     /// until that commit returns.
     pub(crate) fn into_parts(mut self) -> (durable_fs::StagingDir, Option<Heartbeat>) {

@@ -471,18 +471,10 @@ fn publish_chunk(
                     .find(|(n, _)| *n == meta.artifact_file)
                     .map_or(&[][..], |(_, b)| *b);
                 let owner = Owner::of_meta(meta);
-                before_rename(
-                    layout,
-                    &owner,
-                    staging.path(),
-                    meta,
-                    artifact,
-                    &meta.inputs(),
-                )?
-                .is_some()
+                before_rename(layout, &owner, &staging, meta, artifact, &meta.inputs())?.is_some()
             }
             (Ready::Stored { meta, .. }, Some(address)) => {
-                crate::store::before_rename(layout, address, staging.path(), meta)?.is_some()
+                crate::store::before_rename(layout, address, &staging, meta)?.is_some()
             }
             (Ready::Stored { .. }, None) => continue,
         };

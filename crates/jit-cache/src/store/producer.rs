@@ -125,8 +125,8 @@ impl Producer {
         let layout = self.parts.store.layout();
         let files = self.staged_files()?;
         let meta = StoredMeta::new(&self.parts.address, files);
-        let staging = self.parts.staging.path();
-        if let Some(found) = before_rename(layout, &self.parts.address, staging, &meta)? {
+        if let Some(found) = before_rename(layout, &self.parts.address, &self.parts.staging, &meta)?
+        {
             return Ok(found);
         }
         crate::hooks::point("store-publishing");
@@ -210,10 +210,10 @@ impl Producer {
 pub(crate) fn before_rename(
     layout: &crate::layout::Layout,
     address: &Address,
-    staging: &Path,
+    staging: &Staging,
     meta: &StoredMeta,
 ) -> Result<Option<StoredEntry>> {
-    let meta_path = staging.join(META_FILE);
+    let meta_path = staging.path().join(META_FILE);
     let json = serde_json::to_vec(meta).map_err(|e| {
         Error::io(
             "serialise meta.json",
