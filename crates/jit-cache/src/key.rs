@@ -143,6 +143,9 @@ pub(crate) fn prepare(
         (None, None) => None,
     };
     manifest.insert_value("kind", spec.kind.name());
+    if let Some(name) = request.embedded_output_name() {
+        manifest.insert_value("output-name", name);
+    }
     manifest.insert_list("arch", &spec.arches);
     manifest.insert_list("flags", &request.key_flags);
     let defines: Vec<String> = spec

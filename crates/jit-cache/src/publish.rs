@@ -167,11 +167,14 @@ fn locked_build(
     let staging = layout.new_staging_dir()?;
     let scratch = layout.new_staging_dir()?;
     let artifact_name = entry::artifact_file_name(spec.kind);
-    let output = hooks::output_path(
+    // A debug cubin records the name it was written under: the caller's, which is in the key.
+    let compile_name = request.embedded_output_name().unwrap_or(&artifact_name);
+    let named = staging.path().join(compile_name);
+    let mut output = hooks::output_path(
         layout,
         || layout.entry_dir(&prepared.key, &entry::variant_of(&Inputs::default())),
         &artifact_name,
-        staging.path().join(&artifact_name),
+        named.clone(),
     )?;
     hooks::point("compiling");
     let traced = Some(cache.options.ignored_paths.as_slice());
@@ -189,6 +192,14 @@ fn locked_build(
         Err(not) => return Err(not.error),
     };
     drop(scratch);
+    if output == named && compile_name != artifact_name {
+        // The entry's artifact has the cache's name, whatever name its bytes record; renamed
+        // before anything else is written into the staging directory.
+        let entry_name = staging.path().join(&artifact_name);
+        std::fs::rename(&output, &entry_name)
+            .map_err(|e| Error::io("rename compiled artifact", &output, e))?;
+        output = entry_name;
+    }
 
     let inputs = match inputs_of(cache, request, prepared, &compiled)? {
         Ok(inputs) => inputs,
@@ -270,9 +281,10 @@ pub(crate) fn build_uncached(
     asked: Instant,
 ) -> Result<Answer> {
     let dir = crate::compile::private_dir()?;
+    let artifact_name = entry::artifact_file_name(request.spec.kind);
     let output = dir
         .path()
-        .join(entry::artifact_file_name(request.spec.kind));
+        .join(request.embedded_output_name().unwrap_or(&artifact_name));
     let compiled =
         compile(request, toolchain, dir.path(), &output, asked, None).map_err(|n| n.error)?;
     let artifact =

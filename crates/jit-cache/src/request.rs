@@ -135,6 +135,18 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// The file name the compile must write its artifact under, where the artifact records it:
+    /// a cubin with device debug information holds ptxas's command line, `-o`'s file name
+    /// included (`-G`, `-Xptxas -g`; any debug spelling counts, as for the path). The name then
+    /// enters the key. `None`: the cache's own name, which nothing of the output names.
+    pub(crate) fn embedded_output_name(&self) -> Option<&str> {
+        if self.debug && self.spec.kind == nvcc::OutputKind::Cubin {
+            self.spec.output_name.as_deref()
+        } else {
+            None
+        }
+    }
+
     /// The source as the include model reads it.
     pub(crate) fn source_ref(&self) -> SourceRef<'_> {
         match (&self.spec.source, &self.source_path) {

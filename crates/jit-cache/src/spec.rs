@@ -76,6 +76,12 @@ pub struct KernelSpec {
     pub extras: Vec<Extra>,
     /// A compile timeout (the compiler's process group is killed when it expires).
     pub timeout: Option<Duration>,
+    /// The file name the caller gives the artifact (`kernel.cubin` of `-o dir/kernel.cubin`).
+    /// A cubin built with device debug information names its own file (ptxas records its `-o`
+    /// in the cubin): with debug information asked for, a cubin is compiled under this name and
+    /// the name enters the key, so its bytes say what a bare nvcc's would. Otherwise unused.
+    /// `None`: the cache's own name for the artifact.
+    pub output_name: Option<String>,
 }
 
 impl KernelSpec {
@@ -115,6 +121,7 @@ impl KernelSpec {
             flags: Vec::new(),
             extras: Vec::new(),
             timeout: None,
+            output_name: None,
         }
     }
 
@@ -163,6 +170,12 @@ impl KernelSpec {
     /// Sets the compile timeout.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the artifact's file name as the caller will write it ([`KernelSpec::output_name`]).
+    pub fn output_name(mut self, name: impl Into<String>) -> Self {
+        self.output_name = Some(name.into());
         self
     }
 
@@ -222,8 +235,26 @@ impl KernelSpec {
                 return Err(bad(format!("source path {} names no file", path.display())));
             }
         }
+        if let Some(name) = &self.output_name {
+            validate_output_name(name).map_err(|r| bad(format!("output name: {r}")))?;
+        }
         Ok(())
     }
+}
+
+/// An output name is one file name (the compile writes it in a staging directory), of any
+/// spelling a user may give nvcc's `-o`.
+fn validate_output_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name == "." || name == ".." {
+        return Err(format!("`{name}` names no file"));
+    }
+    if name.len() > 255 {
+        return Err("the name is longer than 255 bytes".into());
+    }
+    if name.contains('/') || name.contains('\0') {
+        return Err("the name contains `/` or NUL".into());
+    }
+    Ok(())
 }
 
 /// A name becomes part of paths inside the cache, so it must be a single harmless component.
@@ -271,6 +302,21 @@ mod tests {
         }
         for name in ["vector_add", "gemm-f16.v2", "k1"] {
             assert!(validate_name(name).is_ok(), "`{name}` is a fine name");
+        }
+    }
+
+    #[test]
+    fn an_output_name_is_one_file_name() {
+        let spec = KernelSpec::from_text("k", "k.cu", "");
+        for name in ["", ".", "..", "out/k.cubin", "k\0.cubin", &"x".repeat(256)] {
+            assert!(
+                spec.clone().output_name(name).validate().is_err(),
+                "`{name:?}` must be refused"
+            );
+        }
+        // nvcc takes any spelling of `-o`'s file name: a leading dash or dot, spaces.
+        for name in ["kernel.cubin", "-k.cubin", ".k", "a b.cubin", "artifact.cubin"] {
+            assert!(spec.clone().output_name(name).validate().is_ok(), "`{name}`");
         }
     }
 

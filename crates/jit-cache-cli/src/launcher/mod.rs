@@ -280,10 +280,7 @@ fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {
             Some((working_dir.join(path), bytes))
         }
     };
-    let output = working_dir.join(match &command.output {
-        Some(output) => PathBuf::from(output),
-        None => depfile::beside_stem(&command.source, extension(command.kind)),
-    });
+    let output = working_dir.join(output_path(&command));
     // Both written before either is renamed, each whole or not at all (`output.rs`).
     let output = output::Staged::write(&output, answer.artifact.bytes())
         .map_err(|e| Fallback::Cache(format!("write output: {e}")))?;
@@ -335,5 +332,18 @@ fn spec_for(command: &parse::Command) -> KernelSpec {
     for flag in command.library_flags() {
         spec = spec.flag(flag);
     }
+    // The output's file name, which a debug cubin records (the library keys it only then).
+    if let Some(name) = output_path(command).file_name().and_then(|n| n.to_str()) {
+        spec = spec.output_name(name);
+    }
     spec
+}
+
+/// Where nvcc would write the command's output, relative to the working directory when the
+/// command spells it so.
+fn output_path(command: &parse::Command) -> PathBuf {
+    match &command.output {
+        Some(output) => PathBuf::from(output),
+        None => depfile::beside_stem(&command.source, extension(command.kind)),
+    }
 }

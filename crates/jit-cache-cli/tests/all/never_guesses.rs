@@ -449,3 +449,77 @@ fn heavy_answers_that_depend_on_the_host_are_not_cached() {
         );
     }
 }
+
+/// A cubin with its temporary files' process ids (`tmpxft_<pid>_...`, in ptxas's recorded
+/// command line) zeroed: bare nvcc's own debug cubins differ only there from run to run.
+fn without_pids(cubin: &[u8]) -> Vec<u8> {
+    let mut out = cubin.to_vec();
+    let marker = b"tmpxft_";
+    let mut at = 0;
+    while let Some(found) = out[at..].windows(marker.len()).position(|w| w == marker) {
+        let pid = at + found + marker.len();
+        for b in out.iter_mut().skip(pid).take(8) {
+            *b = b'0';
+        }
+        at = pid;
+    }
+    out
+}
+
+fn names(cubin: &[u8], name: &str) -> bool {
+    cubin.windows(name.len()).any(|w| w == name.as_bytes())
+}
+
+#[test]
+fn heavy_a_debug_cubin_names_the_file_its_command_names() {
+    // A cubin with device debug information records ptxas's `-o` file name: on the earlier
+    // main the launcher's said `artifact.cubin` (the cache's name) where bare nvcc's says the
+    // user's, and one entry served every name.
+    let w = World::new();
+    write(
+        &w.path("k.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n",
+    );
+    let cwd = w.dir.path();
+    for (debug, env) in [
+        (&["-G"][..], &[][..]),
+        (&["-Xptxas=-g"], &[]),
+        (&[], &[("NVCC_APPEND_FLAGS", "-G")]),
+    ] {
+        let mut first_answer = None;
+        for name in ["first.cubin", "second.cubin", "first.cubin"] {
+            let out = format!("out/{name}");
+            let mut args: Vec<&str> = debug.to_vec();
+            args.extend(["-cubin", "-arch=sm_90", "k.cu", "-o", &out]);
+            std::fs::create_dir_all(cwd.join("out")).expect("mkdir out");
+            w.run(false, cwd, &args, env);
+            let bare = std::fs::read(cwd.join(&out)).expect("bare output");
+            w.run(true, cwd, &args, env);
+            let ours = std::fs::read(cwd.join(&out)).expect("launcher output");
+            assert!(
+                names(&bare, name),
+                "{debug:?} {env:?}: bare nvcc's cubin names {name} (else this test proves nothing)"
+            );
+            assert!(
+                !names(&ours, "artifact.cubin"),
+                "{debug:?} {env:?}: the cache's own name is in the answer"
+            );
+            assert_eq!(
+                without_pids(&ours),
+                without_pids(&bare),
+                "{debug:?} {env:?} -o {out}: the answer is bare nvcc's, but for process ids"
+            );
+            // The third command is the first's: a hit, the first answer's very bytes.
+            match (name, &first_answer) {
+                ("first.cubin", None) => first_answer = Some(ours),
+                ("first.cubin", Some(first)) => {
+                    assert_eq!(
+                        &ours, first,
+                        "{debug:?} {env:?}: the first name's entry hits"
+                    )
+                }
+                _ => {}
+            }
+        }
+    }
+}
