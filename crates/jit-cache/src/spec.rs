@@ -315,8 +315,17 @@ mod tests {
             );
         }
         // nvcc takes any spelling of `-o`'s file name: a leading dash or dot, spaces.
-        for name in ["kernel.cubin", "-k.cubin", ".k", "a b.cubin", "artifact.cubin"] {
-            assert!(spec.clone().output_name(name).validate().is_ok(), "`{name}`");
+        for name in [
+            "kernel.cubin",
+            "-k.cubin",
+            ".k",
+            "a b.cubin",
+            "artifact.cubin",
+        ] {
+            assert!(
+                spec.clone().output_name(name).validate().is_ok(),
+                "`{name}`"
+            );
         }
     }
 
