@@ -75,6 +75,17 @@ impl Error {
     pub fn raw_os_error(&self) -> Option<i32> {
         self.source.raw_os_error()
     }
+
+    /// The same error naming other paths: for a caller that passed a path only it can use (a
+    /// `/proc/self/fd/N/...` path to a directory it holds open) and names that directory by
+    /// its own path in what it reports.
+    pub fn map_paths(self, mut map: impl FnMut(&Path) -> PathBuf) -> Error {
+        Error {
+            path: map(&self.path),
+            other: self.other.as_deref().map(&mut map),
+            ..self
+        }
+    }
 }
 
 impl From<Error> for io::Error {
@@ -89,6 +100,25 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mapped_paths_replace_both_and_keep_the_rest() {
+        let err = Error::two(
+            "rename",
+            "/proc/self/fd/7/a",
+            "/proc/self/fd/8/b",
+            io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
+        );
+        let mapped = err
+            .map_paths(|p| Path::new("/root").join(p.strip_prefix("/proc/self/fd").unwrap_or(p)));
+        assert_eq!(mapped.path(), Path::new("/root/7/a"));
+        assert_eq!(mapped.other_path(), Some(Path::new("/root/8/b")));
+        assert_eq!(mapped.op(), "rename");
+        assert_eq!(
+            mapped.raw_os_error(),
+            Some(rustix::io::Errno::NOSPC.raw_os_error())
+        );
+    }
 
     #[test]
     fn message_names_operation_and_path_and_keeps_kind() {

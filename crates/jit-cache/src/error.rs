@@ -123,6 +123,20 @@ fn entry_suffix(entry: &Option<String>) -> String {
 }
 
 impl Error {
+    /// The same error naming other paths (its I/O paths; other variants name none of a
+    /// process's own): see `durable_fs::Error::map_paths`.
+    pub(crate) fn map_paths(self, mut map: impl FnMut(&std::path::Path) -> PathBuf) -> Error {
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: map(&path),
+                source,
+            },
+            Error::Fs(e) => Error::Fs(e.map_paths(map)),
+            other => other,
+        }
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
         Error::Io {
             op,

@@ -239,7 +239,14 @@ fn rename_to_trash(
     match durable_fs::atomic_rename(&from, &to) {
         Ok(()) => Ok(Some((from, to))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
+        // Named as anyone else would name them, not by this process's descriptors.
+        Err(e) => Err(Error::Fs(e.map_paths(|p| {
+            if p == from {
+                shown.to_path_buf()
+            } else {
+                layout.shown(p)
+            }
+        }))),
     }
 }
 

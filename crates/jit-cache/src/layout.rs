@@ -252,6 +252,26 @@ impl Layout {
         }
     }
 
+    /// A path as messages show it: one under a subdirectory's `/proc/self/fd/N` (what
+    /// [`Layout::pinned`] gives, meaningless to anyone else) is named under the root instead.
+    /// Any other path is returned as it is.
+    pub(crate) fn shown(&self, path: &Path) -> PathBuf {
+        if self.dirs.via_proc {
+            for (sub, fd) in Subdir::ALL.iter().zip(&self.dirs.fds) {
+                let pinned = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                if let Ok(rest) = path.strip_prefix(&pinned) {
+                    return self.base.join(sub.name()).join(rest);
+                }
+            }
+        }
+        path.to_path_buf()
+    }
+
+    /// The error with every path it names [`shown`](Layout::shown).
+    pub(crate) fn shown_error(&self, error: impl Into<Error>) -> Error {
+        error.into().map_paths(|p| self.shown(p))
+    }
+
     pub(crate) fn key_dir(&self, key: &Digest) -> PathBuf {
         let hex = key.to_hex();
         self.base.join("entries").join(&hex[..2]).join(hex)
@@ -295,19 +315,14 @@ impl Layout {
 
     /// Waits for the key's lock as `wait` says.
     pub(crate) fn lock_key(&self, key: &Digest, wait: Wait) -> Result<LockGuard> {
-        Ok(durable_fs::lock(
-            self.lock_file(key),
-            LockMode::Exclusive,
-            wait,
-        )?)
+        durable_fs::lock(self.lock_file(key), LockMode::Exclusive, wait)
+            .map_err(|e| self.shown_error(e))
     }
 
     /// Tries once to take the key's lock; `None` while someone else (a builder) holds it.
     pub(crate) fn try_lock_key(&self, key: &Digest) -> Result<Option<LockGuard>> {
-        Ok(durable_fs::try_lock(
-            self.lock_file(key),
-            LockMode::Exclusive,
-        )?)
+        durable_fs::try_lock(self.lock_file(key), LockMode::Exclusive)
+            .map_err(|e| self.shown_error(e))
     }
 
     /// Creates `name` in a subdirectory when missing, mode 0660 whatever the umask (set with

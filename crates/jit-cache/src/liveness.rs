@@ -32,11 +32,20 @@ use rustix::io::Errno;
 // Sweeping under the shared protocol.
 
 /// Removes abandoned temps and staging directories directly inside `dir` (a path that names the
-/// directory, possibly `/proc/self/fd/N`) and returns how many. Under the local protocol this is
+/// directory, possibly `/proc/self/fd/N`; errors name it `shown`) and returns how many. Under the local protocol this is
 /// durable-fs's sweep with [`LOCAL_MIN_AGE`]; under the shared protocol a leftover of this host
 /// follows the same rule, and another host's is removed only when its heartbeat is older than
 /// [`FOREIGN_GRACE`] (its `flock`s are invisible from here).
-pub(crate) fn sweep_dir(dir: &Path, protocol: Protocol) -> Result<usize> {
+pub(crate) fn sweep_dir(dir: &Path, shown: &Path, protocol: Protocol) -> Result<usize> {
+    sweep_dir_inner(dir, protocol).map_err(|e| {
+        e.map_paths(|p| match p.strip_prefix(dir) {
+            Ok(rest) => shown.join(rest),
+            Err(_) => p.to_path_buf(),
+        })
+    })
+}
+
+fn sweep_dir_inner(dir: &Path, protocol: Protocol) -> Result<usize> {
     if protocol == Protocol::Local || crate::hooks::sweep_two_seconds() {
         let policy = durable_fs::SweepPolicy {
             max_age: LOCAL_MIN_AGE,
@@ -355,10 +364,16 @@ mod tests {
         // Older than the local 2-second rule, far younger than the foreign grace: a builder on
         // another host whose directory flock is invisible here.
         age(&staging, 30);
-        assert_eq!(sweep_dir(dir.path(), Protocol::Shared).expect("sweep"), 0);
+        assert_eq!(
+            sweep_dir(dir.path(), dir.path(), Protocol::Shared).expect("sweep"),
+            0
+        );
         assert!(staging.exists(), "a foreign builder's staging survives");
         // Negative control: the local rule (2 s and an unheld flock) takes it.
-        assert_eq!(sweep_dir(dir.path(), Protocol::Local).expect("sweep"), 1);
+        assert_eq!(
+            sweep_dir(dir.path(), dir.path(), Protocol::Local).expect("sweep"),
+            1
+        );
         assert!(
             !staging.exists(),
             "the local rule sweeps a live foreign build"
@@ -366,7 +381,10 @@ mod tests {
         // A foreign builder silent for longer than the grace is dead: swept.
         std::fs::create_dir(&staging).expect("mkdir again");
         age(&staging, FOREIGN_GRACE.as_secs() + 5);
-        assert_eq!(sweep_dir(dir.path(), Protocol::Shared).expect("sweep"), 1);
+        assert_eq!(
+            sweep_dir(dir.path(), dir.path(), Protocol::Shared).expect("sweep"),
+            1
+        );
         assert!(!staging.exists(), "a dead foreign builder's staging goes");
     }
 
@@ -378,7 +396,10 @@ mod tests {
         let dead = dir.path().join(durable_fs::temp_name("staging"));
         std::fs::create_dir(&dead).expect("mkdir");
         age(&dead, 30);
-        assert_eq!(sweep_dir(dir.path(), Protocol::Shared).expect("sweep"), 1);
+        assert_eq!(
+            sweep_dir(dir.path(), dir.path(), Protocol::Shared).expect("sweep"),
+            1
+        );
         assert!(
             live.path().exists(),
             "a live local builder keeps its staging"

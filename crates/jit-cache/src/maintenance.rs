@@ -303,11 +303,12 @@ impl Cache {
             Subdir::Failures,
             Subdir::State,
         ] {
-            removed += crate::liveness::sweep_dir(&layout.pinned(sub), protocol)?;
+            let shown = layout.dir(sub);
+            removed += crate::liveness::sweep_dir(&layout.pinned(sub), &shown, protocol)?;
         }
         let mut failed = None;
         for_each_key_dir(layout, |shown, fd| {
-            match crate::liveness::sweep_dir(&layout.fd_path(fd.as_fd(), shown), protocol) {
+            match crate::liveness::sweep_dir(&layout.fd_path(fd.as_fd(), shown), shown, protocol) {
                 Ok(count) => removed += count,
                 Err(e) => failed = failed.take().or(Some(e)),
             }

@@ -556,3 +556,30 @@ fn a_key_that_spells_log_lines_forges_no_build_and_stays_one_record() {
     let log = std::fs::read_to_string(root.join("v2/state/events.log")).expect("read the log");
     assert_eq!(log.lines().count(), 1, "one publication, one line: {log:?}");
 }
+
+/// Issue 31, item 11, a sibling of the busy error: a key lock that cannot be taken (its lock
+/// file is a directory, planted or left by a broken tool) was reported as
+/// `lock /proc/self/fd/N/dfs-lock-....lock: ...`; the error names the lock file under the root.
+#[test]
+fn a_lock_that_cannot_be_taken_names_the_lock_file_under_the_root() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = Store::open(&root).expect("open store");
+    let locks = root.join(jit_cache::FORMAT_DIR).join("locks");
+    for bucket in 0..256u32 {
+        let lock = locks.join(format!("dfs-lock-{bucket:08x}.lock"));
+        let _ = std::fs::remove_file(&lock);
+        std::fs::create_dir(&lock).expect("plant a directory at the lock file");
+    }
+    let error = store
+        .get_or_insert_with(&ns("triton"), "k", WAIT, |dir| {
+            std::fs::write(dir.join("x"), b"bytes")
+        })
+        .expect_err("no lock can be taken");
+    let text = error.to_string();
+    assert!(!text.contains("/proc/self/fd"), "{text}");
+    assert!(
+        text.contains(&locks.display().to_string()),
+        "the lock file under the root: {text}"
+    );
+}
