@@ -123,6 +123,40 @@ pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The piece a streamed file is read in: a file of any size costs this much memory.
+pub(crate) const STREAM_PIECE: usize = 1 << 20;
+
+/// Streams the file `name` of `dir` through `sink` a piece at a time, never holding it whole:
+/// its size and blake3 (what `fingerprint::Digest::of_bytes` of its bytes would be).
+pub(crate) fn stream_at(
+    dir: &OwnedFd,
+    name: &str,
+    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<(u64, fingerprint::Digest)> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    let mut hasher = blake3::Hasher::new();
+    let mut piece = vec![0u8; STREAM_PIECE];
+    let mut size = 0u64;
+    loop {
+        let n = match file.read(&mut piece) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&piece[..n]);
+        sink(&piece[..n])?;
+        size += n as u64;
+    }
+    Ok((size, hasher.finalize().into()))
+}
+
 /// The most [`read_at_most`] reserves before reading: a recorded size is a claim, not memory.
 const PREALLOCATE_AT_MOST: u64 = 1 << 20;
 

@@ -478,3 +478,82 @@ fn a_misspelt_arch_is_a_usage_error_not_an_empty_pack() {
     );
     assert!(!pack.exists(), "no pack is written");
 }
+
+/// Issue 31, item 6: a genuine stored entry larger than the memory a process may use. Export
+/// read each file whole (twice) and import read an entry's span whole, so an entry larger than
+/// memory could never travel; both now stream, in pieces, hashing as they go. Shown with a
+/// 384 MiB file and the processes' data limited to 192 MiB (`prlimit --data`): the earlier main
+/// aborted (memory allocation failed).
+#[test]
+fn heavy_a_stored_entry_larger_than_the_memory_allowed_is_exported_and_imported() {
+    const SIZE: usize = 384 << 20;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let store = jit_cache::store::Store::open(&a).expect("open store");
+    let ns = jit_cache::store::Namespace::new("torch").expect("namespace");
+    // Not zeros: every mebibyte differs, so a piece written twice or out of place shows.
+    let piece = |i: usize| -> Vec<u8> {
+        let mut block = vec![0u8; 1 << 20];
+        for (j, byte) in block.iter_mut().enumerate() {
+            *byte = (i.wrapping_mul(31) ^ j.wrapping_mul(7) ^ (j >> 11)) as u8;
+        }
+        block
+    };
+    store
+        .get_or_insert_with(&ns, "big", std::time::Duration::from_secs(60), |dir| {
+            let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("graph.bin"))?);
+            for i in 0..SIZE >> 20 {
+                std::io::Write::write_all(&mut file, &piece(i))?;
+            }
+            std::io::Write::flush(&mut file)
+        })
+        .expect("store the entry");
+    drop(store);
+    let nvcc = real_nvcc();
+    let limited = |cache: &Path| {
+        let mut command = std::process::Command::new("prlimit");
+        command
+            .arg(format!("--data={}", 192u64 << 20))
+            .arg(env!("CARGO_BIN_EXE_jit-cache"))
+            .arg("--cache-dir")
+            .arg(cache)
+            .env("NVCC", &nvcc);
+        command
+    };
+    let pack = dir.path().join("big.pack");
+    let exported = ok(
+        limited(&a)
+            .args(["--json", "pack", "export", "-o"])
+            .arg(&pack)
+            .output()
+            .expect("export"),
+        "export",
+    );
+    assert_eq!(exported["export"]["entries"], 1, "{exported}");
+    let imported = ok(
+        limited(&b)
+            .args(["--json", "pack", "import"])
+            .arg(&pack)
+            .output()
+            .expect("import"),
+        "import",
+    );
+    assert_eq!(imported["import"]["imported"], 1, "{imported}");
+    let store = jit_cache::store::Store::open(&b).expect("open the importing store");
+    let entry = store
+        .get(&ns, "big")
+        .expect("read the store")
+        .expect("the imported entry is there");
+    let mut file =
+        std::fs::File::open(entry.path("graph.bin").expect("its file")).expect("open its file");
+    let mut block = vec![0u8; 1 << 20];
+    for i in 0..SIZE >> 20 {
+        std::io::Read::read_exact(&mut file, &mut block).expect("read a mebibyte");
+        assert!(block == piece(i), "mebibyte {i} is the one stored");
+    }
+    assert_eq!(
+        std::io::Read::read(&mut file, &mut block).expect("read past the end"),
+        0,
+        "nothing after the last mebibyte"
+    );
+}

@@ -9,7 +9,7 @@ use crate::cache::Cache;
 use crate::entry::{Meta, META_FILE};
 use crate::error::Result;
 use crate::layout::variant_dir_name;
-use crate::pin::{lock_dir, read_at, still_names};
+use crate::pin::{lock_dir, read_at, still_names, stream_at};
 use crate::store::{is_stored_meta, StoredMeta};
 use fingerprint::Digest;
 use std::io::Write;
@@ -63,11 +63,12 @@ pub(super) fn export(cache: &Cache, path: &Path, filter: &PackFilter) -> Result<
         for read in &chosen {
             let fd = lock_dir(&read.dir).map_err(|_| changed(&read.dir))?;
             for file in &read.entry.files {
-                let bytes = read_at(&fd, &file.name)?;
-                if Digest::of_bytes(&bytes) != file.blake3 {
+                // Streamed: an entry of any size costs one piece of memory. Bytes that turn
+                // out changed are in the pack's temp, which the error then discards.
+                let (size, digest) = stream_at(&fd, &file.name, |piece| out.write_all(piece))?;
+                if (size, digest) != (file.size, file.blake3) {
                     return Err(changed(&read.dir));
                 }
-                out.write_all(&bytes)?;
                 out.write_all(&vec![0u8; (padded(file.size) - file.size) as usize])?;
             }
         }
@@ -140,21 +141,20 @@ fn read_entry(dir: &Path, filter: &PackFilter) -> std::result::Result<Option<Rea
         .collect();
     names.sort();
     for name in &names {
-        let bytes = if name == META_FILE {
-            meta_json.clone()
+        let (size, digest) = if name == META_FILE {
+            (meta_json.len() as u64, Digest::of_bytes(&meta_json))
         } else {
-            read_at(&fd, name).map_err(|e| format!("`{name}` unreadable: {e}"))?
+            stream_at(&fd, name, |_| Ok(())).map_err(|e| format!("`{name}` unreadable: {e}"))?
         };
-        let digest = Digest::of_bytes(&bytes);
-        if let Some((_, size, want)) = listed.iter().find(|(n, _, _)| n == name) {
-            if *size != bytes.len() as u64 || *want != digest {
+        if let Some((_, listed_size, want)) = listed.iter().find(|(n, _, _)| n == name) {
+            if (*listed_size, *want) != (size, digest) {
                 return Err(format!("`{name}` does not match {META_FILE}"));
             }
         }
         entry.files.push(IndexFile {
             name: name.clone(),
             offset: 0,
-            size: bytes.len() as u64,
+            size,
             blake3: digest,
         });
     }

@@ -7,18 +7,25 @@
 //! cycle): each entry is staged and passes the first half of `publish.rs`'s step, the chunk's
 //! trees are renamed with one `durable_fs::StagingBatch` (two flushes), then each passes the
 //! second half, the slot records going into one `durable_fs::Batch` (two more).
+//!
+//! Memory is bounded whatever the pack holds: a chunk is read whole only up to [`CHUNK_BYTES`];
+//! an entry larger than that is streamed alone, [`PIECE`] bytes at a time, each file hashed as
+//! it is read and written straight into its staging directory (`meta.json` and the compiler
+//! record, which the checks read, are also kept, at most [`MAX_META`] bytes each).
 
 use super::format::{
     check_entry, check_zeros, Damage, Header, Index, IndexEntry, PackEntryKind, BLOCK,
 };
 use super::{refused, ImportReport};
 use crate::cache::Cache;
+use crate::compiler_record::RECORD_FILE;
 use crate::entry::{variant_of, Meta, META_FILE};
 use crate::error::{Error, Result};
 use crate::layout::{variant_dir_name, Layout, Subdir};
 use crate::pin::{LastUse, Unusable};
 use crate::publish::{after_rename, before_rename, Origin, Owner, Records};
 use crate::search::{Base, SearchPath};
+use crate::staging::Staging;
 use crate::store::{is_stored_meta, Address, Namespace, StoredMeta, STORE_FORMAT};
 use crate::toolchain::Toolchain;
 use direct_io::DirectFile;
@@ -30,6 +37,9 @@ use std::sync::Arc;
 /// few flushes per thousand entries.
 const CHUNK_BYTES: u64 = 64 << 20;
 const CHUNK_ENTRIES: usize = 256;
+
+/// The piece a streamed entry, or a long run of padding, is read in (a multiple of [`BLOCK`]).
+const PIECE: u64 = 8 << 20;
 
 /// A pack whose header and index were read and checked.
 pub(super) struct OpenPack {
@@ -104,8 +114,123 @@ fn read(file: &DirectFile, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(
         .map_err(|e| Error::io("read pack", path, e.into()))
 }
 
+/// Checks that the pack holds zeros from `from` to `to`, read [`PIECE`] bytes at a time;
+/// `damage` names the first byte that is not.
+fn stream_zeros(
+    pack: &OpenPack,
+    path: &Path,
+    from: u64,
+    to: u64,
+    damage: impl Fn(u64) -> Damage,
+) -> Result<()> {
+    let mut piece = Vec::new();
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(PIECE);
+        piece.resize(n as usize, 0);
+        read(&pack.file, path, at, &mut piece)?;
+        if let Some(i) = piece.iter().position(|b| *b != 0) {
+            return Err(refused(path, damage(at + i as u64)));
+        }
+        at += n;
+    }
+    Ok(())
+}
+
+/// What the checks of a streamed entry read: its `meta.json` and its compiler record.
+struct Streamed {
+    meta_json: Vec<u8>,
+    record: Option<Vec<u8>>,
+}
+
+/// Streams an entry's files from the pack into `staging` (all but `meta.json`, which the
+/// publication step writes), each checked against its digest as it is read, and the padding
+/// after each against zeros: the checks of `check_entry`, a piece at a time.
+fn stream_entry(
+    pack: &OpenPack,
+    path: &Path,
+    entry: &IndexEntry,
+    staging: &Staging,
+) -> Result<Streamed> {
+    use std::io::Write;
+    let damage = |at, why: String| refused(path, Damage::in_entry(at, entry, why));
+    let padding = |at| Damage::in_entry(at, entry, "padding after a file is not zero");
+    let mut streamed = Streamed {
+        meta_json: Vec::new(),
+        record: None,
+    };
+    let mut piece = Vec::new();
+    let mut cursor = entry.span().0;
+    for file in &entry.files {
+        // The gap between two files of one entry is padding too.
+        stream_zeros(pack, path, cursor, file.offset, padding)?;
+        let kept = file.name == META_FILE || file.name == RECORD_FILE;
+        if kept && file.size > MAX_META {
+            return Err(damage(
+                file.offset,
+                format!("its {} is implausibly large", file.name),
+            ));
+        }
+        let target = staging.path().join(&file.name);
+        let mut out = match file.name == META_FILE {
+            true => None,
+            false => Some(std::io::BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::options()
+                    .write(true)
+                    .create_new(true)
+                    .open(&target)
+                    .map_err(|e| Error::io("write imported file", &target, e))?,
+            )),
+        };
+        let mut memory = Vec::new();
+        let mut hasher = blake3::Hasher::new();
+        // `Index::decode` proved every file's padded end inside the data region: no overflow.
+        let end = file.offset + file.size;
+        let mut at = file.offset;
+        while at < end {
+            let n = (end - at).min(PIECE);
+            piece.resize(n as usize, 0);
+            read(&pack.file, path, at, &mut piece)?;
+            hasher.update(&piece);
+            if let Some(out) = &mut out {
+                out.write_all(&piece)
+                    .map_err(|e| Error::io("write imported file", &target, e))?;
+            }
+            if kept {
+                memory.extend_from_slice(&piece);
+            }
+            at += n;
+        }
+        if fingerprint::Digest::from(hasher.finalize()) != file.blake3 {
+            return Err(damage(
+                file.offset,
+                format!("file `{}` does not match its digest", file.name),
+            ));
+        }
+        if let Some(out) = out {
+            out.into_inner()
+                .map_err(|e| Error::io("write imported file", &target, e.into_error()))?;
+        }
+        cursor = file.offset + super::format::padded(file.size);
+        stream_zeros(pack, path, end, cursor, padding)?;
+        match file.name.as_str() {
+            META_FILE => streamed.meta_json = memory,
+            RECORD_FILE => streamed.record = Some(memory),
+            _ => {}
+        }
+    }
+    Ok(streamed)
+}
+
 /// An entry's files, by name, as read from the pack.
 type Files<'a> = Vec<(&'a str, &'a [u8])>;
+
+/// An entry checked and ready to publish, with its files staged already when it was streamed.
+struct Item<'a> {
+    ready: Ready<'a>,
+    staged: Option<Staging>,
+}
 
 /// An entry checked and ready to publish.
 enum Ready<'a> {
@@ -145,6 +270,45 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
         let chunk = &entries[first..=last];
         let end = entries[last].span().1;
         let base = cursor;
+        if end - base > CHUNK_BYTES {
+            // One entry (the rule above adds none past CHUNK_BYTES), larger than a chunk.
+            let entry = &entries[first];
+            let (from, to) = entry.span();
+            stream_zeros(&pack, path, cursor, from, |at| {
+                Damage::at(at, "the gap between entries is not zero")
+            })?;
+            let staging = layout.new_staging_dir()?;
+            crate::hooks::point("import-staging");
+            let streamed = stream_entry(&pack, path, entry, &staging)?;
+            report.bytes_read += end - base;
+            cursor = to;
+            let mut files: Files<'_> = vec![(META_FILE, &streamed.meta_json[..])];
+            if let Some(record) = &streamed.record {
+                files.push((RECORD_FILE, &record[..]));
+            }
+            match classify(cache, entry, files, &mut host).map_err(|d| refused(path, d))? {
+                Ok(ready) => {
+                    if let Ready::Kernel { files, .. } = &ready {
+                        // The record `classify` did not keep is not published either.
+                        if streamed.record.is_some()
+                            && !files.iter().any(|(n, _)| *n == RECORD_FILE)
+                        {
+                            let record = staging.path().join(RECORD_FILE);
+                            std::fs::remove_file(&record)
+                                .map_err(|e| Error::io("remove imported file", &record, e))?;
+                        }
+                    }
+                    let item = Item {
+                        ready,
+                        staged: Some(staging),
+                    };
+                    publish_chunk(cache, layout, vec![item], &mut report)?;
+                }
+                Err(why) => report.skipped.push((entry.label(), why)),
+            }
+            first += 1;
+            continue;
+        }
         let mut bytes = vec![0u8; (end - base) as usize];
         read(&pack.file, path, base, &mut bytes)?;
         report.bytes_read += bytes.len() as u64;
@@ -157,18 +321,19 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
             let files = check_entry(entry, span).map_err(|d| refused(path, d))?;
             cursor = to;
             match classify(cache, entry, files, &mut host).map_err(|d| refused(path, d))? {
-                Ok(r) => ready.push(r),
+                Ok(r) => ready.push(Item {
+                    ready: r,
+                    staged: None,
+                }),
                 Err(why) => report.skipped.push((entry.label(), why)),
             }
         }
         publish_chunk(cache, layout, ready, &mut report)?;
         first = last + 1;
     }
-    if cursor < pack.header.index_offset {
-        let mut gap = vec![0u8; (pack.header.index_offset - cursor) as usize];
-        read(&pack.file, path, cursor, &mut gap)?;
-        check_zeros(cursor, &gap, "the gap before the index").map_err(|d| refused(path, d))?;
-    }
+    stream_zeros(&pack, path, cursor, pack.header.index_offset, |at| {
+        Damage::at(at, "the gap before the index is not zero")
+    })?;
     cache.save_stat_cache();
     Ok(report)
 }
@@ -396,15 +561,15 @@ enum Pushed {
 fn publish_chunk(
     cache: &Cache,
     layout: &Layout,
-    ready: Vec<Ready<'_>>,
+    mut items: Vec<Item<'_>>,
     report: &mut ImportReport,
 ) -> Result<()> {
-    if ready.is_empty() {
+    if items.is_empty() {
         return Ok(());
     }
     let store = cache.store()?;
-    let mut addresses = Vec::with_capacity(ready.len());
-    for r in &ready {
+    let mut addresses = Vec::with_capacity(items.len());
+    for Item { ready: r, .. } in &items {
         addresses.push(match r {
             Ready::Kernel { .. } => None,
             Ready::Stored {
@@ -415,7 +580,7 @@ fn publish_chunk(
     // One lock per lock file (keys share 256 of them), taken in the files' order: two importers,
     // or an importer and a batch of builds, never wait on each other in a cycle.
     let mut locks = BTreeMap::new();
-    for (r, address) in ready.iter().zip(&addresses) {
+    for (Item { ready: r, .. }, address) in items.iter().zip(&addresses) {
         let key = match (r, address) {
             (Ready::Kernel { meta, .. }, _) => meta.key,
             (Ready::Stored { .. }, Some(address)) => address.digest,
@@ -432,7 +597,9 @@ fn publish_chunk(
         durable_fs::StagingBatch::new(layout.dir(Subdir::Staging), durable_fs::Flush::Auto)?;
     let mut beats = Vec::new();
     let mut pushed = Vec::new();
-    for (i, (r, address)) in ready.iter().zip(addresses).enumerate() {
+    for (i, (item, address)) in items.iter_mut().zip(addresses).enumerate() {
+        let Item { ready: r, staged } = item;
+        let r = &*r;
         let (target, whole, files) = match (r, &address) {
             (Ready::Kernel { meta, files }, _) => {
                 let target = layout.entry_dir(&meta.key, &meta.variant);
@@ -458,20 +625,34 @@ fn publish_chunk(
             }
             batch.flush_dir(key_dir);
         }
-        let staging = layout.new_staging_dir()?;
-        crate::hooks::point("import-staging");
-        for (name, bytes) in files.iter().filter(|(n, _)| *n != META_FILE) {
-            let path = staging.path().join(name);
-            std::fs::write(&path, bytes).map_err(|e| Error::io("write imported file", &path, e))?;
-        }
+        let staging = match staged.take() {
+            Some(staging) => staging,
+            None => {
+                let staging = layout.new_staging_dir()?;
+                crate::hooks::point("import-staging");
+                for (name, bytes) in files.iter().filter(|(n, _)| *n != META_FILE) {
+                    let path = staging.path().join(name);
+                    std::fs::write(&path, bytes)
+                        .map_err(|e| Error::io("write imported file", &path, e))?;
+                }
+                staging
+            }
+        };
         let found = match (r, &address) {
             (Ready::Kernel { meta, files }, _) => {
-                let artifact = files
-                    .iter()
-                    .find(|(n, _)| *n == meta.artifact_file)
-                    .map_or(&[][..], |(_, b)| *b);
+                // A streamed kernel's artifact is in its staging directory only.
+                let artifact = match files.iter().find(|(n, _)| *n == meta.artifact_file) {
+                    Some((_, bytes)) => std::borrow::Cow::Borrowed(*bytes),
+                    None => {
+                        let staged = staging.path().join(&meta.artifact_file);
+                        std::borrow::Cow::Owned(
+                            std::fs::read(&staged)
+                                .map_err(|e| Error::io("read imported file", &staged, e))?,
+                        )
+                    }
+                };
                 let owner = Owner::of_meta(meta);
-                before_rename(layout, &owner, &staging, meta, artifact, &meta.inputs())?.is_some()
+                before_rename(layout, &owner, &staging, meta, &artifact, &meta.inputs())?.is_some()
             }
             (Ready::Stored { meta, .. }, Some(address)) => {
                 crate::store::before_rename(layout, address, &staging, meta)?.is_some()
@@ -504,7 +685,7 @@ fn publish_chunk(
         }
         match item {
             Pushed::Kernel(i) => {
-                if let Ready::Kernel { meta, .. } = &ready[i] {
+                if let Ready::Kernel { meta, .. } = &items[i].ready {
                     after_rename(
                         cache,
                         layout,

@@ -524,3 +524,85 @@ fn a_compiler_record_naming_another_kernels_headers_is_not_imported() {
         "rb's own record is imported"
     );
 }
+
+/// Issue 31, item 6: an entry larger than a chunk (64 MiB) is streamed, piece by piece, with
+/// the same checks as one read whole: a byte flipped in its file (first, middle and last
+/// pieces) or in the padding after a file is refused naming the entry, padding at its exact
+/// offset, and nothing is published; the pack unflipped imports the entry whole.
+#[test]
+fn heavy_an_entry_larger_than_a_chunk_is_streamed_with_every_check() {
+    const BIG: usize = (64 << 20) + 5000;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("a");
+    let store = Store::open(&root).expect("open store");
+    let ns = Namespace::new("torch").expect("namespace");
+    let big: Vec<u8> = (0..BIG)
+        .map(|i| (i % 251) as u8 ^ (i >> 20) as u8)
+        .collect();
+    let small = b"a small file after the big one".to_vec();
+    match store.begin(&ns, "big", WAIT).expect("begin") {
+        Claim::Produce(producer) => {
+            producer.write("a.bin", &big).expect("write");
+            producer.write("b.bin", &small).expect("write");
+            producer.commit().expect("commit");
+        }
+        Claim::Ready(_) => panic!("the entry was not there yet"),
+    }
+    let a = Cache::open(&root).expect("open a");
+    let pack = dir.path().join("a.pack");
+    a.export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    let bytes = std::fs::read(&pack).expect("read pack");
+    // The layout: the big file at the first block, the next file at the block after its end.
+    let a_at = BLOCK;
+    let b_at = a_at + BIG.div_ceil(BLOCK) * BLOCK;
+    assert_eq!(&bytes[a_at..a_at + 16], &big[..16], "a.bin opens the data");
+    assert_eq!(
+        &bytes[b_at..b_at + small.len()],
+        &small[..],
+        "b.bin follows"
+    );
+    let b = Cache::open(dir.path().join("b")).expect("open b");
+    let flipped = dir.path().join("flipped.pack");
+    let in_file = [a_at, a_at + (40 << 20) + 17, a_at + BIG - 1, b_at + 3];
+    let in_padding = [a_at + BIG, b_at - 1, b_at + small.len()];
+    for at in in_file.into_iter().chain(in_padding) {
+        let mut copy = bytes.clone();
+        copy[at] ^= 0x20;
+        std::fs::write(&flipped, &copy).expect("write flipped pack");
+        let (offset, entry) = refused_at(&b, &flipped, &format!("byte {at} flipped"));
+        assert!(entry.is_some(), "byte {at}: the entry is named");
+        if in_padding.contains(&at) {
+            assert_eq!(offset, at as u64, "padding is refused at the byte");
+        } else {
+            assert!(offset <= at as u64, "byte {at}: refused at {offset}");
+        }
+        assert!(
+            b.entries().expect("entries").is_empty(),
+            "byte {at}: nothing was published"
+        );
+        let staged = std::fs::read_dir(dir.path().join("b/v2/staging"))
+            .expect("list staging")
+            .count();
+        assert_eq!(
+            staged, 0,
+            "byte {at}: the streamed files are not left staged"
+        );
+    }
+    let report = b.import_pack(&pack).expect("import the pack as exported");
+    assert_eq!(report.imported, 1, "{report:?}");
+    let entry = Store::open(dir.path().join("b"))
+        .expect("open b's store")
+        .get(&ns, "big")
+        .expect("get")
+        .expect("the entry was imported");
+    assert!(
+        entry.read("a.bin").expect("read a.bin") == big,
+        "a.bin whole"
+    );
+    assert_eq!(
+        entry.read("b.bin").expect("read b.bin"),
+        small,
+        "b.bin whole"
+    );
+}
