@@ -187,6 +187,13 @@ pub(crate) fn digest(trace: &Trace, private: &[PathBuf]) -> Seen {
             Found::Dir { .. } => {
                 dirs.insert(path);
             }
+            // Only a lookup that does not follow a final link finds one. What it saw (a link,
+            // its target) no record holds, and a record of what it points to would not
+            // notice the link replaced by a file: unproven (nvcc's own compiles do no such
+            // lookup; `readlink` is not traced, see ARCHITECTURE.md).
+            Found::Symlink { .. } if seen.unproven.is_none() => {
+                seen.unproven = Some(Unproven::LinkLooked(path.to_path_buf()));
+            }
             _ => {}
         }
     }
