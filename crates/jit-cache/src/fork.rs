@@ -15,6 +15,11 @@
 //! rule ([`rule`]), so this module names none of them. Per-handle tables (a `Cache`'s single-flight and
 //! memo tables) are the handle's: a child that uses its parent's handle gets the rule of
 //! `single_flight.rs`.
+//!
+//! Read pins (the shared `flock` an entry value holds on its directory, `pin.rs`) are left to
+//! the child on purpose: the child's copy of the `Artifact` or `StoredEntry` relies on its entry
+//! staying while it reads the files, and dropping that copy closes the child's descriptor.
+//! Eviction waits for the last holder, as it waits for a thread's.
 
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, Once};
