@@ -4,8 +4,9 @@
 //! A [`Tracer`] spawns a [`std::process::Command`] whose child installs, just before `exec`, a
 //! seccomp filter that notifies a supervisor thread of this process of every call that looks up
 //! a path by name: opens (`open`, `openat`, `openat2`, `creat`), stats (`stat`, `lstat`,
-//! `newfstatat`, `statx`), `access`/`faccessat`/`faccessat2`, `execve`/`execveat`,
-//! `chdir`/`fchdir`, directory listings (`getdents64`, `getdents`), and every change:
+//! `newfstatat`, `statx`), `readlink`/`readlinkat`, `access`/`faccessat`/`faccessat2`,
+//! `execve`/`execveat`, `chdir`/`fchdir`, directory listings (`getdents64`, `getdents`), and
+//! every change:
 //! `unlink`, `rmdir`, `rename*`, `mkdir*`, `mknod*`, `link*`, `symlink*`, `truncate`, the
 //! `chmod`, `chown` and `utime` families. For each one the supervisor reads the path out of the
 //! task (`process_vm_readv`), makes it absolute as the kernel will start resolving it (the task's
@@ -48,10 +49,9 @@
 //!   supervisor saw it; a thread of the tracee that rewrites the path string after it was read
 //!   can make the kernel look up another path. This is a record for a cache, not a security
 //!   boundary (see `seccomp_unotify(2)`).
-//! - Not traced: `readlink`/`readlinkat` (about 23,000 per `nvcc -c` of a CUB kernel, too
-//!   many for their worth: a link's target is looked up by the call that follows it), `statfs`,
-//!   the `xattr` calls, `inotify`/`fanotify` marks, `bind`/`connect` on Unix sockets, `uselib`,
-//!   `swapon`, `acct`, `quotactl`, and changes made through a descriptor (`write`, `ftruncate`,
+//! - Not traced: `statfs`, the `xattr` calls, `inotify`/`fanotify` marks, `bind`/`connect` on
+//!   Unix sockets, `uselib`, `swapon`, `acct`, `quotactl`, and changes made through a descriptor
+//!   (`write`, `ftruncate`,
 //!   `fchmod`, `fchown`, `fallocate`, shared `mmap`): the [`Op::Open`] that made the descriptor
 //!   is the record (with `write` set for a writable one; `fchmod` works on a read-only
 //!   descriptor and is not seen).

@@ -124,6 +124,10 @@ pub enum Op {
         /// The link's content, exactly as given (not resolved).
         target: PathBuf,
     },
+    /// `readlink`, `readlinkat`: a symlink's target read. [`Event::found`] is what `lstat`
+    /// found there: a [`Found::Symlink`], or what makes the call fail (anything else is not a
+    /// link: `EINVAL`).
+    Readlink,
     /// `truncate` (by path).
     Truncate,
     /// `chmod`, `fchmodat`, `fchmodat2`, `chown`, `lchown`, `fchownat`, `utime`, `utimes`,
@@ -139,11 +143,17 @@ pub enum Op {
 
 impl Op {
     /// Whether the call can change the filesystem (a side effect a cache cannot replay): a
-    /// writing open, and every operation but `Stat`, `Access`, `Exec`, `ListDir` and `Chdir`.
+    /// writing open, and every operation but `Stat`, `Access`, `Readlink`, `Exec`, `ListDir`
+    /// and `Chdir`.
     pub fn is_write(&self) -> bool {
         match self {
             Op::Open { write, .. } => *write,
-            Op::Stat { .. } | Op::Access { .. } | Op::Exec | Op::ListDir | Op::Chdir => false,
+            Op::Stat { .. }
+            | Op::Access { .. }
+            | Op::Readlink
+            | Op::Exec
+            | Op::ListDir
+            | Op::Chdir => false,
             Op::Unlink
             | Op::Rmdir
             | Op::Rename { .. }

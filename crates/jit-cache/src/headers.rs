@@ -41,6 +41,10 @@ pub(crate) struct AbsenceGroup {
     /// directory: a wrapper's `[ -d DIR ]`): each must still be one. Checked with the names,
     /// when the directory's stamp changed (a `rmdir` or `rename` there changes it).
     pub(crate) dirs: Vec<PathBuf>,
+    /// Names the compile found as symlinks there (`readlink`, `lstat`), with their targets:
+    /// each must still be a link to the same target. Checked with the names: a link is
+    /// replaced, never changed in place, and replacing it changes the directory's stamp.
+    pub(crate) links: Vec<(PathBuf, PathBuf)>,
     /// The directory's stat tuple when recorded, if settled: unchanged, no entry was added.
     pub(crate) stamp: Option<StatStamp>,
 }
@@ -141,6 +145,8 @@ pub(crate) enum Mismatch {
     Relisted { dir: PathBuf },
     /// A directory the compile found is gone (or no longer a directory).
     DirGone { path: PathBuf },
+    /// A symlink the compile found is gone, no longer a link, or points elsewhere.
+    LinkChanged { path: PathBuf },
     /// The variant's output names its own source, and the request's is another (or elsewhere).
     OtherSource { source: PathBuf },
 }
@@ -178,6 +184,11 @@ impl std::fmt::Display for Mismatch {
             Mismatch::DirGone { path } => write!(
                 f,
                 "directory {} that the compile found is gone",
+                path.display()
+            ),
+            Mismatch::LinkChanged { path } => write!(
+                f,
+                "symlink {} that the compile found is gone or points elsewhere",
                 path.display()
             ),
             Mismatch::Shadowed { name, by } => write!(
@@ -255,6 +266,12 @@ pub(crate) fn revalidate(
                 .map(PathBuf::as_path)
                 .chain(std::iter::once(Path::new(LISTING)))
                 .chain(group.dirs.iter().map(PathBuf::as_path))
+                .chain(
+                    group
+                        .links
+                        .iter()
+                        .flat_map(|(n, t)| [n.as_path(), t.as_path()]),
+                )
                 .map(|n| n.as_os_str().as_encoded_bytes())
                 .collect();
             (dir.clone(), Digest::of_bytes(&names.join(&0u8)))
@@ -279,6 +296,15 @@ pub(crate) fn revalidate(
                 .find(|p| !std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
             {
                 return Err(Box::new(Mismatch::DirGone { path }));
+            }
+            if let Some(path) = group
+                .links
+                .iter()
+                .map(|(name, target)| (dir.join(name), target))
+                .find(|(p, target)| std::fs::read_link(p).ok().as_ref() != Some(*target))
+                .map(|(p, _)| p)
+            {
+                return Err(Box::new(Mismatch::LinkChanged { path }));
             }
         }
         if let Some(key) = memo_key {

@@ -118,6 +118,9 @@ struct Walk<'a> {
     absent: BTreeSet<(Base, PathBuf)>,
     /// Directories the trace saw found by a lookup (`[ -d DIR ]`): each must stay one.
     found_dirs: BTreeSet<(Base, PathBuf)>,
+    /// Symlinks the trace saw found as links, with their path and identity when found: each
+    /// must stay that link (`finish` reads its target).
+    links: BTreeMap<(Base, PathBuf), (PathBuf, (u64, file_trace::Timestamp))>,
     must_stay: BTreeSet<(Base, PathBuf)>,
     canonical: Canonical,
     looked_up: LookedUp,
@@ -203,6 +206,7 @@ pub(crate) fn record(
         reached: BTreeSet::new(),
         absent: BTreeSet::new(),
         found_dirs: BTreeSet::new(),
+        links: BTreeMap::new(),
         must_stay: BTreeSet::new(),
         canonical: Canonical::default(),
         looked_up: LookedUp::default(),
@@ -424,6 +428,14 @@ impl Walk<'_> {
                 self.found_dirs.insert((base, rel));
             }
         }
+        for (link, found) in &seen.links {
+            let (base, rel) = self.search.classify_observed(link, &mut self.canonical);
+            if !rel.as_os_str().is_empty() {
+                self.links
+                    .entry((base, rel))
+                    .or_insert_with(|| (link.clone(), *found));
+            }
+        }
     }
 
     fn resolve_all(&mut self, includer: &Includer, directives: &[Directive]) {
@@ -580,8 +592,10 @@ impl Walk<'_> {
                 stamp,
             });
         }
-        // Per directory: the names that must stay absent, and those that must stay directories.
-        let mut groups: BTreeMap<(Base, PathBuf), (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
+        // Per directory: the names that must stay absent, those that must stay directories, and
+        // the links that must stay links to the same target.
+        type Group = (Vec<PathBuf>, Vec<PathBuf>, Vec<(PathBuf, PathBuf)>);
+        let mut groups: BTreeMap<(Base, PathBuf), Group> = BTreeMap::new();
         for (base, rel) in &self.absent {
             let (dir, name) = self.nearest_existing_dir(*base, rel);
             groups.entry((*base, dir)).or_default().0.push(name);
@@ -600,11 +614,37 @@ impl Walk<'_> {
                 groups.entry((*base, dir)).or_default().1.push(name);
             }
         }
+        for ((base, rel), (path, (ino, ctime))) in &self.links {
+            // A link is replaced, never changed in place: one of another identity now was put
+            // there after the compile looked (and its target then read is not the one it saw).
+            let now = std::fs::symlink_metadata(path).ok().filter(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.file_type().is_symlink()
+                    && m.ino() == *ino
+                    && (m.ctime(), m.ctime_nsec()) == (ctime.secs, i64::from(ctime.nanos))
+            });
+            let target = now.and_then(|_| std::fs::read_link(path).ok());
+            let Some(target) = target else {
+                if moved.is_none() {
+                    moved = Some(path.clone());
+                }
+                continue;
+            };
+            let dir = parent_rel(rel);
+            let name = rel_below(rel, &dir);
+            if !name.as_os_str().is_empty() {
+                groups
+                    .entry((*base, dir))
+                    .or_default()
+                    .2
+                    .push((name, target));
+            }
+        }
         // Absences need no such check: each name was looked up just now, after the compile, and
         // a file that appeared at a candidate after the compiler passed it exists now and was
         // recorded by content above (its ctime then says it moved).
         let mut absent = Vec::with_capacity(groups.len());
-        for ((base, dir), (names, dirs)) in groups {
+        for ((base, dir), (names, dirs, links)) in groups {
             let path = self.search.path_of(base, &dir).unwrap_or_default();
             absent.push(AbsenceGroup {
                 base,
@@ -612,6 +652,7 @@ impl Walk<'_> {
                 dir,
                 names,
                 dirs,
+                links,
             });
         }
         Ok((

@@ -19,8 +19,10 @@ use std::path::PathBuf;
 /// with what GCC's merge of the search chains did with each directory, and the working
 /// directory when debug information is asked for. Version 4: the source's spelled path enters
 /// only where the output may name it before any proof (`source_bound.rs`); elsewhere a variant
-/// whose compile could not prove independence is bound to its source.
-pub const CACHE_FORMAT: u32 = 5;
+/// whose compile could not prove independence is bound to its source. Version 5: absence
+/// groups record directories found (`%/name`). Version 6: and symlinks found, with their
+/// targets (`%>name%>target`), which an earlier reader would refuse as corrupt.
+pub const CACHE_FORMAT: u32 = 6;
 
 /// Everything computed about a spec before looking in the cache.
 #[derive(Debug, Clone)]

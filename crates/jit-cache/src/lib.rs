@@ -50,8 +50,8 @@
 //!   the file was read, on a local filesystem with nanosecond timestamps (a second older with
 //!   whole-second timestamps); older than two seconds on NFS, FUSE or an unknown filesystem,
 //!   whose timestamps may come from a server's clock (git's racy-timestamp problem).
-//! - The trace does not see `readlink`, nor a `stat` that found a file (a program that changes
-//!   its output on a file's mere presence is not followed; GCC opens what it probes). A
+//! - Every lookup the trace saw is recorded by what it found (a file by its content, a
+//!   directory by its existence, a symlink by its target text, nothing as an absence). A
 //!   directory a compile listed is recorded by its stamp, which no other host can check: such a
 //!   variant is never fetched from a remote tier. See ARCHITECTURE.md, "The include model".
 //! - A stale or corrupt entry is moved aside before its replacement is renamed in, so a reader

@@ -70,7 +70,7 @@ pub struct Stats {
     pub fetched: u64,
     /// Requests answered but not cached, by reason (`side-effect`, `time-macro`, `input-moved`,
     /// `trace-incomplete`, `trace-missed-a-read`, `unaccounted-read`, `computed-lookup`,
-    /// `symlink-looked-at`, `cache-unusable`, ...).
+    /// `cache-unusable`, ...).
     pub not_cached: std::collections::BTreeMap<String, u64>,
 }
 

@@ -50,6 +50,10 @@ pub(crate) struct Seen {
     /// Directories found by a lookup (`stat`, `access`, an open of a directory): their being
     /// there may decide what the compile does (a wrapper's `[ -d DIR ]`).
     pub(crate) dirs: Vec<PathBuf>,
+    /// Symlinks found as links (`readlink`, `lstat`, a wrapper's `[ -L LINK ]`), with the
+    /// link's identity when found (inode, ctime): a link is replaced, never changed, so a link
+    /// found there later with another identity was put there during or after the compile.
+    pub(crate) links: Vec<(PathBuf, (u64, file_trace::Timestamp))>,
     /// Why the trace cannot vouch for the compile, if it cannot.
     pub(crate) unproven: Option<Unproven>,
 }
@@ -123,6 +127,7 @@ pub(crate) fn digest(trace: &Trace, private: &[PathBuf]) -> Seen {
     let mut absent: BTreeSet<&Path> = BTreeSet::new();
     let mut listed: Vec<&Path> = Vec::new();
     let mut dirs: BTreeSet<&Path> = BTreeSet::new();
+    let mut link_paths: BTreeSet<&Path> = BTreeSet::new();
     for event in &trace.events {
         let path = event.path.as_path();
         let write = event.op.is_write();
@@ -168,7 +173,7 @@ pub(crate) fn digest(trace: &Trace, private: &[PathBuf]) -> Seen {
             } => Some(!directory && !path_only),
             // A file only tested for (`stat`, `access`) may decide the output by being there:
             // it is recorded by content as a read is (nvcc's own compiles test almost none).
-            Op::Exec | Op::Stat { .. } | Op::Access { .. } => Some(true),
+            Op::Exec | Op::Stat { .. } | Op::Access { .. } | Op::Readlink => Some(true),
             _ => None,
         };
         let Some(reads) = lookup else { continue };
@@ -184,15 +189,16 @@ pub(crate) fn digest(trace: &Trace, private: &[PathBuf]) -> Seen {
             {
                 seen.read.push((path.to_path_buf(), (dev, ino)));
             }
-            Found::Dir { .. } => {
+            // A `readlink` that finds a directory learns only that it is no link: gcc's
+            // `realpath` asks that of every directory of every path it opens, whose files are
+            // recorded by place and content. Other lookups' directories are recorded.
+            Found::Dir { .. } if event.op != Op::Readlink => {
                 dirs.insert(path);
             }
-            // Only a lookup that does not follow a final link finds one. What it saw (a link,
-            // its target) no record holds, and a record of what it points to would not
-            // notice the link replaced by a file: unproven (nvcc's own compiles do no such
-            // lookup; `readlink` is not traced, see ARCHITECTURE.md).
-            Found::Symlink { .. } if seen.unproven.is_none() => {
-                seen.unproven = Some(Unproven::LinkLooked(path.to_path_buf()));
+            // Only a lookup that does not follow a final link finds one: recorded with its
+            // target (`inputs.rs`), checked when its directory changes.
+            Found::Symlink { ino, ctime, .. } if link_paths.insert(path) => {
+                seen.links.push((path.to_path_buf(), (ino, ctime)));
             }
             _ => {}
         }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! header:  <base> <digest-hex> <stamp|-> <rel>
-//! absence: <base> <stamp|-> <dir|.> <name>... (a name written `%/<name>`: a directory found)
+//! absence: <base> <stamp|-> <dir|.> <name>... (a name written `%/<name>`: a directory found;
+//!          `%><name>%><target>`: a symlink found, with its target)
 //! base:    s (source dir) | w (working dir) | q<N> | i<N> | y<N> | x<N> (-iquote, -I,
 //!          -isystem, -idirafter N)
 //!          | f<N> (forced include N, by absolute path; rel empty, written `.`)
@@ -217,6 +218,13 @@ pub(crate) fn absence_to_text(group: &AbsenceGroup) -> String {
         out.push_str(" %/");
         escape(name, &mut out);
     }
+    // Nor does `%>`: the separator cannot occur inside an escaped name or target.
+    for (name, target) in &group.links {
+        out.push_str(" %>");
+        escape(name, &mut out);
+        out.push_str("%>");
+        escape(target, &mut out);
+    }
     out
 }
 
@@ -229,15 +237,28 @@ pub(crate) fn absence_from_text(text: &str) -> Option<AbsenceGroup> {
         "." => PathBuf::new(),
         dir => unescape(dir)?,
     };
-    let (mut names, mut dirs) = (Vec::new(), Vec::new());
+    let (mut names, mut dirs, mut links) = (Vec::new(), Vec::new(), Vec::new());
     for part in parts {
-        match part.strip_prefix("%/") {
-            Some(name) => dirs.push(unescape(name)?),
-            None => names.push(unescape(part)?),
+        if let Some(name) = part.strip_prefix("%/") {
+            dirs.push(unescape(name)?);
+        } else if let Some(link) = part.strip_prefix("%>") {
+            let (name, target) = link.split_once("%>")?;
+            let target = unescape(target)?;
+            if target.as_os_str().is_empty() {
+                return None;
+            }
+            links.push((unescape(name)?, target));
+        } else {
+            names.push(unescape(part)?);
         }
     }
-    if (names.is_empty() && dirs.is_empty())
-        || names.iter().chain(&dirs).any(|n| n.as_os_str().is_empty())
+    let link_names = links.iter().map(|(name, _)| name);
+    if (names.is_empty() && dirs.is_empty() && links.is_empty())
+        || names
+            .iter()
+            .chain(&dirs)
+            .chain(link_names)
+            .any(|n| n.as_os_str().is_empty())
     {
         return None;
     }
@@ -246,6 +267,7 @@ pub(crate) fn absence_from_text(text: &str) -> Option<AbsenceGroup> {
         dir,
         names,
         dirs,
+        links,
         stamp,
     })
 }
@@ -332,6 +354,10 @@ mod tests {
             dir: PathBuf::new(),
             names: vec!["a b.h".into(), PathBuf::from(OsStr::from_bytes(b"c\x01.h"))],
             dirs: vec!["feature dir".into(), "%2F".into()],
+            links: vec![
+                ("gcc".into(), "gcc-12".into()),
+                ("a %> b".into(), "/opt/x%>y z".into()),
+            ],
             stamp: Some(StatStamp {
                 dev: 1,
                 ino: 2,
@@ -370,6 +396,7 @@ mod tests {
                     path.clone()
                 }],
                 dirs: Vec::new(),
+                links: Vec::new(),
                 stamp: None,
             };
             let back = absence_from_text(&absence_to_text(&group)).expect("parses");
@@ -395,7 +422,15 @@ mod tests {
         ] {
             assert!(header_from_text(bad).is_none(), "`{bad}` must not parse");
         }
-        for bad in ["", "s - .", "s - . ", "k - . x"] {
+        for bad in [
+            "",
+            "s - .",
+            "s - . ",
+            "k - . x",
+            "s - . %>gcc",
+            "s - . %>gcc%>",
+            "s - . %>%>t",
+        ] {
             assert!(absence_from_text(bad).is_none(), "`{bad}` must not parse");
         }
     }

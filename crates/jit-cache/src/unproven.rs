@@ -28,9 +28,6 @@ pub(crate) enum Unproven {
     /// An untraced compile read a file that looks a file up by a name only the preprocessor
     /// knows (`#include MACRO`, `__has_include(MACRO)`): where it looked is unknown.
     Computed(PathBuf),
-    /// The compile looked at a symlink itself, not through it (an `lstat`, a wrapper's
-    /// `[ -L LINK ]`): the records hold files, absences and directories, never a link.
-    LinkLooked(PathBuf),
 }
 
 impl Unproven {
@@ -44,7 +41,6 @@ impl Unproven {
             Unproven::SideEffect(_) => "side-effect",
             Unproven::TimeMacro(_) => "time-macro",
             Unproven::Computed(_) => "computed-lookup",
-            Unproven::LinkLooked(_) => "symlink-looked-at",
         }
     }
 }
@@ -75,11 +71,6 @@ impl std::fmt::Display for Unproven {
                 f,
                 "{} looks a file up by a name only the preprocessor knows, and the compile ran \
                  untraced",
-                path.display()
-            ),
-            Unproven::LinkLooked(path) => write!(
-                f,
-                "the compile looked at the symlink {} itself, which no record holds",
                 path.display()
             ),
             Unproven::TimeMacro(path) => write!(

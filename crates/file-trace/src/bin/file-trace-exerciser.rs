@@ -9,7 +9,7 @@
 //! tid NAME                print "NAME <tid>"
 //! open PATH | create PATH | open-nofollow PATH | open-path PATH
 //! openat DIR REL          open DIR (O_DIRECTORY), then openat(dirfd, REL)
-//! stat PATH | lstat PATH | access PATH | statx PATH
+//! stat PATH | lstat PATH | access PATH | statx PATH | readlink PATH
 //! chdir PATH | fchdir PATH | list DIR
 //! mkdir P | rmdir P | unlink P | rename A B | exchange A B | symlink TARGET LINK | link A B
 //! truncate P | chmod P | touch P
@@ -206,6 +206,9 @@ fn one(word: &str, operands: &[&CStr]) {
                 buf,
                 libc::AT_SYMLINK_NOFOLLOW
             );
+        }
+        "readlink" => {
+            sys!(libc::SYS_readlinkat, cwd, p(0), buf, 512);
         }
         "statx" => {
             sys!(libc::SYS_statx, cwd, p(0), 0, libc::STATX_BASIC_STATS, buf);

@@ -60,6 +60,8 @@ pub(crate) enum Call {
     LinkAt,
     Symlink,
     SymlinkAt,
+    Readlink,
+    ReadlinkAt,
     Truncate,
     Chmod,
     FchmodAt,
@@ -136,6 +138,7 @@ const COMMON: &[Entry] = table![
     SYS_mknodat => MknodAt,
     SYS_linkat => LinkAt,
     SYS_symlinkat => SymlinkAt,
+    SYS_readlinkat => ReadlinkAt,
     SYS_truncate => Truncate,
     SYS_fchmodat => FchmodAt,
     SYS_fchownat => FchownAt,
@@ -167,6 +170,7 @@ const LEGACY: &[Entry] = table![
     SYS_mknod => Mknod,
     SYS_link => Link,
     SYS_symlink => Symlink,
+    SYS_readlink => Readlink,
     SYS_chmod => Chmod,
     SYS_chown => Chown,
     SYS_lchown => Lchown,
@@ -225,8 +229,8 @@ mod tests {
         assert_eq!(lookup(libc::SYS_read as i32), None, "read is not traced");
         assert_eq!(
             lookup(libc::SYS_readlinkat as i32),
-            None,
-            "readlinkat is deliberately not traced"
+            Some((Call::ReadlinkAt, "readlinkat")),
+            "readlinkat is traced"
         );
     }
 }

@@ -158,6 +158,14 @@ fn event(call: Call, args: &mut Args<'_>) -> Result<(Op, Resolved, Follow), Stop
             let target = args.text(args.raw[0])?;
             (Op::Symlink { target }, args.at(1, 2, 0)?, Follow::No)
         }
+        // The final component is the link read, not followed; an empty path names the
+        // descriptor's own link (an `O_PATH | O_NOFOLLOW` descriptor).
+        Readlink => (Op::Readlink, args.path(Start::Cwd, 0)?, Follow::No),
+        ReadlinkAt => (
+            Op::Readlink,
+            args.at(0, 1, libc::AT_EMPTY_PATH as u64)?,
+            Follow::No,
+        ),
         Truncate => (Op::Truncate, args.path(Start::Cwd, 0)?, Follow::Yes),
         Chmod => set_attr(Attr::Mode, args.path(Start::Cwd, 0)?, false),
         FchmodAt => set_attr(Attr::Mode, args.at(0, 1, 0)?, false),

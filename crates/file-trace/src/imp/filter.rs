@@ -273,7 +273,6 @@ mod tests {
             libc::SYS_read,
             libc::SYS_write,
             libc::SYS_mmap,
-            libc::SYS_readlinkat,
             libc::SYS_close,
         ] {
             assert_eq!(

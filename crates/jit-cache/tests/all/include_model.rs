@@ -417,47 +417,81 @@ fn a_directory_a_ccbin_wrapper_tests_for_is_recorded_and_its_removal_rebuilds() 
     assert_eq!(got.artifact.bytes(), without.as_slice());
 }
 
-/// Issue 31, item 3, a sibling of the directory case: a lookup that found a symlink itself (an
-/// `lstat`, a wrapper's `[ -L LINK ]`) was recorded nowhere, so replacing the link by a file
-/// gave a stale hit (seen failing: a hit with the old cubin). The records hold no link targets,
-/// so such a compile is uncached, with a warning naming the link; nvcc's own compiles never look
-/// at a link this way.
-#[test]
-fn a_symlink_a_ccbin_wrapper_tests_for_leaves_the_compile_uncached() {
-    let dir = tempfile::tempdir().expect("temp dir");
+/// A `-ccbin` wrapper that decides the kernel by a symlink, and the kernel it decides.
+fn link_wrapper(dir: &Path, test: &str) -> (PathBuf, KernelSpec, String) {
     let gxx = host_gxx();
-    let target = dir.path().join("opt/feature.conf");
-    std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir opt");
-    write(&target, "on\n");
-    let link = dir.path().join("opt/feature");
-    std::os::unix::fs::symlink(&target, &link).expect("symlink");
-    let wrapper = dir.path().join("bin/g++");
+    let wrapper = dir.join("bin/g++");
     std::fs::create_dir_all(wrapper.parent().expect("parent")).expect("mkdir bin");
     write_executable(
         &wrapper,
-        &format!(
-            "#!/bin/sh\nif [ -L '{}' ]; then exec {gxx} -DFEATURE \"$@\"; fi\nexec {gxx} \"$@\"\n",
-            link.display()
-        ),
+        &format!("#!/bin/sh\nif {test}; then exec {gxx} -DFEATURE \"$@\"; fi\nexec {gxx} \"$@\"\n"),
     );
-    let src = dir.path().join("k.cu");
+    let src = dir.join("k.cu");
     write(
         &src,
         "extern \"C\" __global__ void k(float* x) {\n#ifdef FEATURE\n  x[0] = 2.0f;\n#else\n  x[0] = 3.0f;\n#endif\n}\n",
     );
     let ccbin = wrapper.display().to_string();
     let spec = KernelSpec::from_file(&src).flag("-ccbin").flag(&ccbin);
+    (src, spec, ccbin)
+}
+
+/// Issue 31, item 3: a lookup that found a symlink itself (an `lstat`, a wrapper's
+/// `[ -L LINK ]`) was recorded nowhere, so replacing the link by a file gave a stale hit (seen
+/// failing: a hit with the old cubin). The link is recorded with its target, and checked once
+/// its directory changes.
+#[test]
+fn a_symlink_a_ccbin_wrapper_tests_for_is_recorded_and_its_replacement_rebuilds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let target = dir.path().join("opt/feature.conf");
+    std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir opt");
+    write(&target, "on\n");
+    let link = dir.path().join("opt/feature");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let (src, spec, ccbin) = link_wrapper(dir.path(), &format!("[ -L '{}' ]", link.display()));
     let with = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
     let first = open_cache(dir.path()).get_or_build(&spec).expect("build");
+    assert_eq!(first.outcome, Outcome::Built, "{:?}", first.warning);
     assert_eq!(first.artifact.bytes(), with.as_slice());
-    let warning = first.warning.clone().unwrap_or_default();
-    assert!(
-        warning.contains(&link.display().to_string()),
-        "uncached, naming the link: {warning:?}"
-    );
+    let hit = open_cache(dir.path()).get_or_build(&spec).expect("hit");
+    assert_eq!(hit.outcome, Outcome::Hit, "the link unchanged is a hit");
     // The link replaced by a file of the same content: `[ -L ]` is false now.
     std::fs::remove_file(&link).expect("remove the link");
     write(&link, "on\n");
+    let without = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
+    assert_ne!(with, without, "the wrapper's test decides the kernel");
+    let got = open_cache(dir.path()).get_or_build(&spec).expect("again");
+    assert_ne!(got.outcome, Outcome::Hit, "{}", got.outcome);
+    assert_eq!(got.artifact.bytes(), without.as_slice());
+}
+
+/// Issue 31, item 3: `readlink` is traced. A wrapper that decides the kernel by a link's target
+/// text (`readlink LINK`, never looking the target up) got a stale hit once the link pointed
+/// elsewhere (seen failing with the trace's link records left out); the target is recorded.
+#[test]
+fn a_link_target_a_ccbin_wrapper_reads_is_recorded_and_its_change_rebuilds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let link = dir.path().join("opt/current");
+    std::fs::create_dir_all(link.parent().expect("parent")).expect("mkdir opt");
+    std::os::unix::fs::symlink("v2", &link).expect("symlink");
+    let (src, spec, ccbin) = link_wrapper(
+        dir.path(),
+        &format!("[ \"$(readlink '{}')\" = v2 ]", link.display()),
+    );
+    let with = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
+    let first = open_cache(dir.path()).get_or_build(&spec).expect("build");
+    assert_eq!(first.outcome, Outcome::Built, "{:?}", first.warning);
+    assert_eq!(first.artifact.bytes(), with.as_slice());
+    assert_eq!(
+        open_cache(dir.path())
+            .get_or_build(&spec)
+            .expect("hit")
+            .outcome,
+        Outcome::Hit
+    );
+    // Pointed elsewhere (neither target exists: only the text decides).
+    std::fs::remove_file(&link).expect("remove the link");
+    std::os::unix::fs::symlink("v3", &link).expect("symlink again");
     let without = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
     assert_ne!(with, without, "the wrapper's test decides the kernel");
     let got = open_cache(dir.path()).get_or_build(&spec).expect("again");
