@@ -12,7 +12,8 @@
 //!   an **overlapping holder**.
 //! - The fake compiler logs `compile-start` and `compile-end` (key field: the kernel's name,
 //!   detail: its parent, the builder, and its output path); jit-cache logs `point published`
-//!   after an entry's rename and `trash` before an entry is moved aside. A compile of a key is a
+//!   after an entry's rename, `trash` before an entry is marked for eviction or moved aside, and
+//!   `untrash` when an eviction that marked it called itself off. A compile of a key is a
 //!   **double compile** when (a) an earlier compile of that key is still running (it has not
 //!   ended and its builder is not dead), or (b) the earlier compile's builder published the entry
 //!   and no `trash` of the key was logged since. A recompile after the earlier builder died before
@@ -259,10 +260,10 @@ pub fn analyze(
                     .corrupt_found
                     .push(format!("key {}: {}", short(&event.key), event.detail))
             }
-            "trash" => {
+            "trash" | "untrash" => {
                 for map in [&mut states, &mut stored] {
                     if let Some(state) = map.get_mut(&event.key) {
-                        state.trashed = true;
+                        state.trashed = event.kind == "trash";
                     }
                 }
             }
@@ -412,6 +413,19 @@ mod tests {
             analyze(&in_place, &keys(), "/c").double_produces.len(),
             1,
             "a produce while the published entry is in place"
+        );
+        let called_off = log(&[
+            "10 produce-start bb00 triton-000",
+            "10 point bb00 store-published",
+            "10 produce-end bb00 triton-000",
+            "12 trash bb00 /c/v2/entries/bb/bb00/v",
+            "12 untrash bb00 /c/v2/entries/bb/bb00/v",
+            "11 produce-start bb00 triton-000",
+        ]);
+        assert_eq!(
+            analyze(&called_off, &keys(), "/c").double_produces.len(),
+            1,
+            "an eviction that marked the entry and called itself off left it in place"
         );
     }
 

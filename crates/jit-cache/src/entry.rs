@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::fstype::Protocol;
 use crate::headers::{AbsenceGroup, HeaderRecord, Inputs};
 use crate::layout::variant_dir_name;
-use crate::pin::{is_plain_name, lock_dir, read_at, still_names, touch_last_use};
+use crate::pin::{
+    claim_across_hosts, is_plain_name, lock_dir, read_at, still_names, touch_last_use,
+};
 pub(crate) use crate::pin::{list_variants, LastUse, Unusable};
 use crate::source_bound::SourceBinding;
 use fingerprint::{Digest, Manifest};
@@ -251,8 +253,9 @@ impl Artifact {
         // Under the shared protocol the memo's re-pin refreshes the stamp too, before the path
         // check (see `open_entry`): another host's eviction sees only that.
         if protocol == Protocol::Shared {
-            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
-                touch_last_use(&fd, name, protocol);
+            let name = path.file_name().and_then(|n| n.to_str())?;
+            if !claim_across_hosts(&fd, name) {
+                return None;
             }
         }
         if !still_names(&fd, dir) {
@@ -325,7 +328,9 @@ pub(crate) fn open_entry(
             .as_ref()
             .is_ok_and(|meta| is_plain_name(&meta.artifact_file));
     if let (true, Ok(meta)) = (stamped, &meta) {
-        touch_last_use(&fd, &meta.artifact_file, Protocol::Shared);
+        if !claim_across_hosts(&fd, &meta.artifact_file) {
+            return Err(Unusable::Absent);
+        }
     }
     // Eviction renames an entry aside under an exclusive lock; if that happened between our open
     // and our lock, the path now names something else (or nothing): a miss, whatever was read.

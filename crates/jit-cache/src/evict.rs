@@ -149,25 +149,20 @@ pub(crate) fn evict_unless_pinned(
     }
     // Under the shared protocol a reader on another host pins with a lock this host cannot see:
     // an entry used or built within the grace period counts as pinned (`liveness.rs`).
-    if layout.protocol == Protocol::Shared && crate::liveness::used_recently(&held) {
+    let shared = layout.protocol == Protocol::Shared;
+    if shared && crate::liveness::used_recently(&held) {
         return Ok(Evicted::Pinned);
     }
     crate::hooks::point("evicting");
-    // Readers that opened the directory before this rename and lock it after will see that the
-    // path no longer names it, and treat it as a miss.
-    let moved = rename_to_trash(layout, &parent, name, dir)?;
-    if layout.protocol == Protocol::Shared {
-        // A reader on another host refreshes the stamp before it checks the path. One that did
-        // so between our look and the rename has checked the path already and holds this entry:
-        // put it back (unless a new entry took the name meanwhile; the reader's path then names
-        // that one, of the same variant).
-        if let Some((from, to)) = &moved {
-            if !crate::hooks::evict_with_one_look() && crate::liveness::used_recently(&held) {
-                let _ = durable_fs::rename_noreplace(to, from);
-                return Ok(Evicted::Pinned);
-            }
-        }
-        // A waiter must not wait for this entry any more (`liveness::await_noted_entry`).
+    // A reader on another host refreshes the stamp, then checks the mark, then the path. One
+    // that refreshed between the first look and the mark may hold the entry: the second look,
+    // after the mark and before the move, sees its stamp and calls the eviction off, so the path
+    // of an entry someone holds never names nothing, not even for an instant. One that refreshes
+    // later finds the mark and misses.
+    let marked = if shared {
+        // A waiter must not wait for this entry any more (`liveness::await_noted_entry`), nor
+        // for one left marked by this eviction's kill. Said before the mark: an eviction called
+        // off costs such a waiter one compile, never a wait for what it cannot open.
         let key = dir
             .parent()
             .and_then(|k| k.file_name())
@@ -175,6 +170,39 @@ pub(crate) fn evict_unless_pinned(
             .and_then(|k| k.parse::<fingerprint::Digest>().ok());
         if let Some(key) = key {
             crate::liveness::note_evicted(layout, &key);
+        }
+        crate::hooks::trashing(&layout.shown(dir));
+        crate::liveness::mark_evicting(&held)
+    } else {
+        None
+    };
+    if let Some(was) = marked {
+        crate::hooks::point("evicting-second-look");
+        if !crate::hooks::evict_with_one_look() && crate::liveness::used_recently(&held) {
+            crate::liveness::unmark_evicting(&held, was);
+            crate::hooks::untrashed(&layout.shown(dir));
+            return Ok(Evicted::Pinned);
+        }
+    }
+    // Readers that opened the directory before this rename and lock it after will see that the
+    // path no longer names it, and treat it as a miss.
+    let moved = rename_to_trash(layout, &parent, name, dir).inspect_err(|_| {
+        if let Some(was) = marked {
+            crate::liveness::unmark_evicting(&held, was);
+            crate::hooks::untrashed(&layout.shown(dir));
+        }
+    })?;
+    if shared {
+        // An entry that could not be marked (a team member's, whose times only its owner may
+        // set) is looked at again after the move instead, and put back when a reader refreshed
+        // it meanwhile (unless a new entry took the name; the reader's path then names that
+        // one, of the same variant): its path names nothing for that instant.
+        if let (None, Some((from, to))) = (marked, &moved) {
+            crate::hooks::point("evicting-second-look");
+            if !crate::hooks::evict_with_one_look() && crate::liveness::used_recently(&held) {
+                let _ = durable_fs::rename_noreplace(to, from);
+                return Ok(Evicted::Pinned);
+            }
         }
     }
     Ok(Evicted::Moved)

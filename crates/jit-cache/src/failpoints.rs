@@ -1,8 +1,9 @@
 //! Named failpoints for the crash-test harness (feature `failpoints`, never in a normal build).
 //!
-//! `JIT_CACHE_FAILPOINT=<name>:<action>` arms one point in this process; the action is `abort`
-//! (the process dies at once with SIGKILL, as `kill -9` would) or `pause` (it writes its pid to
-//! stderr with the point's name and stops itself with SIGSTOP, so a harness can kill it there).
+//! `JIT_CACHE_FAILPOINT=<name>:<action>[,<name>:<action>...]` arms points in this process; an
+//! action is `abort` (the process dies at once with SIGKILL, as `kill -9` would) or `pause` (it
+//! writes its pid to stderr with the point's name and stops itself with SIGSTOP, so a harness
+//! can kill it there).
 //!
 //! Three more switches serve `cargo xtask crash-test`:
 //! - `JIT_CACHE_LOCK_LOG=<path>`: every key-lock acquire (written after the lock is granted) and
@@ -48,12 +49,13 @@ pub(crate) fn hit(name: &str) {
     let Ok(armed) = std::env::var("JIT_CACHE_FAILPOINT") else {
         return;
     };
-    let Some((point, action)) = armed.split_once(':') else {
+    let Some(action) = armed
+        .split(',')
+        .filter_map(|one| one.split_once(':'))
+        .find_map(|(point, action)| (point == name).then_some(action))
+    else {
         return;
     };
-    if point != name {
-        return;
-    }
     match action {
         "abort" => {
             trace("abort", "-", name);
@@ -78,9 +80,11 @@ pub(crate) fn bug(name: &str) -> bool {
     std::env::var("JIT_CACHE_INJECT_BUG").is_ok_and(|armed| armed == name)
 }
 
-/// Logs an entry about to be moved to the trash (before the rename: a kill between the line and
-/// the rename leaves the entry in place, which makes a harness more lenient, never stricter).
-pub(crate) fn trashing(path: &Path) {
+/// Logs an entry about to be moved to the trash or marked for eviction (`event` `trash`, before
+/// the mark or the rename: a kill between the line and the rename leaves the entry in place,
+/// which makes a harness more lenient, never stricter), or in place again after an eviction
+/// called off (`untrash`, after the mark is gone).
+pub(crate) fn trashing(path: &Path, event: &str) {
     let key = path
         .parent()
         .and_then(Path::file_name)
@@ -91,7 +95,7 @@ pub(crate) fn trashing(path: &Path) {
     } else {
         "-"
     };
-    trace("trash", key, &path.display().to_string());
+    trace(event, key, &path.display().to_string());
 }
 
 /// Logs a corrupt entry a builder found under its lock (before it moves it aside).

@@ -57,11 +57,21 @@ pub(crate) fn point(name: &str) {
     let _ = name;
 }
 
-/// An entry (or anything at an entry's path) is about to be moved into the trash.
+/// An entry (or anything at an entry's path) is about to be moved into the trash, or marked
+/// for eviction (readers miss it from then on).
 #[inline]
 pub(crate) fn trashing(path: &Path) {
     #[cfg(feature = "failpoints")]
-    crate::failpoints::trashing(path);
+    crate::failpoints::trashing(path, "trash");
+    #[cfg(not(feature = "failpoints"))]
+    let _ = path;
+}
+
+/// An eviction marked an entry and called itself off: the entry is in place again.
+#[inline]
+pub(crate) fn untrashed(path: &Path) {
+    #[cfg(feature = "failpoints")]
+    crate::failpoints::trashing(path, "untrash");
     #[cfg(not(feature = "failpoints"))]
     let _ = path;
 }
@@ -171,7 +181,7 @@ pub(crate) fn uploaded_blob(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 }
 
 /// The injected bug `evict-one-look` (a negative control of the multi-host tests): an eviction
-/// that does not look at the stamp again after moving the entry aside, so a hit on another host
+/// that does not look at the stamp a second time (after its mark), so a hit on another host
 /// between its first look and its move loses its path.
 pub(crate) fn evict_with_one_look() -> bool {
     injected("evict-one-look")

@@ -213,6 +213,90 @@ pub(crate) fn used_recently(entry: &OwnedFd) -> bool {
     newest.is_some_and(|stamp| age_of(stamp, now) < pin_grace())
 }
 
+/// The file whose modification time marks an entry as being evicted: every entry's `meta.json`
+/// (kernels' and stored entries' alike). A reader never changes it (a hit refreshes access
+/// times only), and an NFS client revalidates its attributes at every open (close-to-open),
+/// where a new marker file could hide behind another host's negative lookup cache.
+const MARK_FILE: &str = "meta.json";
+
+/// The modification time (whole seconds since the epoch) that says "being evicted": no entry is
+/// written in 1970.
+const EVICTING_MTIME: i64 = 0;
+
+/// Marks an entry (held open under its exclusive `flock`, its key locked) as being evicted, so
+/// that a reader on another host that refreshes its stamp from now on refuses it
+/// ([`is_marked_evicting`]). Returns the modification time to restore if the eviction is called
+/// off, or `None` when it could not mark: no `meta.json` (no reader can hold such an entry, since
+/// every reader reads it first), or a team member's file whose times only its owner may set.
+///
+/// Why a mark: an eviction that moved the entry aside first and looked at its stamp afterwards
+/// (putting it back when a reader had refreshed it meanwhile) left the entry's path naming
+/// nothing for an instant, under the feet of a reader on another host that had just found it.
+/// Marked, looked at again, and only then moved, an entry is moved only once no reader can be
+/// holding it: a reader refreshes its stamp before it checks the mark, so one that found no
+/// mark refreshed before the second look, which sees it.
+pub(crate) fn mark_evicting(entry: &OwnedFd) -> Option<rustix::fs::Timespec> {
+    let fd = open_mark(entry).ok()?;
+    let stat = rustix::fs::fstat(&fd).ok()?;
+    let was = rustix::fs::Timespec {
+        tv_sec: stat.st_mtime,
+        tv_nsec: stat.st_mtime_nsec as _,
+    };
+    set_mark_mtime(&fd, EVICTING_MTIME_SPEC).ok()?;
+    Some(was)
+}
+
+/// Calls an eviction off: `meta.json`'s modification time back to what it was.
+pub(crate) fn unmark_evicting(entry: &OwnedFd, was: rustix::fs::Timespec) {
+    if let Ok(fd) = open_mark(entry) {
+        let _ = set_mark_mtime(&fd, was);
+    }
+}
+
+/// Whether an eviction on some host marked the entry (held open) and may be moving it: a reader
+/// treats it as a miss. The file is opened afresh, so an NFS client asks the server.
+pub(crate) fn is_marked_evicting(entry: &OwnedFd) -> bool {
+    open_mark(entry)
+        .and_then(|fd| rustix::fs::fstat(&fd))
+        .is_ok_and(|stat| stat.st_mtime == EVICTING_MTIME)
+}
+
+/// [`is_marked_evicting`] of the entry directory at `dir` (never following a link).
+pub(crate) fn is_marked_evicting_at(dir: &Path) -> bool {
+    rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .is_ok_and(|fd| is_marked_evicting(&fd))
+}
+
+const EVICTING_MTIME_SPEC: rustix::fs::Timespec = rustix::fs::Timespec {
+    tv_sec: EVICTING_MTIME,
+    tv_nsec: 0,
+};
+
+fn open_mark(entry: &OwnedFd) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        entry,
+        MARK_FILE,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Sets the modification time alone (the access time is another host's pin, left as it is).
+fn set_mark_mtime(fd: &OwnedFd, mtime: rustix::fs::Timespec) -> rustix::io::Result<()> {
+    let stamps = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        last_modification: mtime,
+    };
+    rustix::fs::futimens(fd, &stamps)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Publication notes: what a waiter's negative lookup cache may hide.
 

@@ -71,6 +71,19 @@ pub(crate) enum LastUse {
 /// How often an entry's last-use stamp is refreshed at most: a hit writes nothing more often.
 pub(crate) const LAST_USE_INTERVAL_SECS: i64 = 3600;
 
+/// A reader's claim on an entry under the shared protocol, the one other hosts see: refreshes
+/// its last-use stamp (on `stamp_file`), unless an eviction marked the entry, and looks for the
+/// mark again once refreshed (`liveness::mark_evicting` says why in that order). `false`: the
+/// entry is being evicted, a miss. Checked before the refresh too, so that readers never keep a
+/// mark left by a killed eviction fresh.
+pub(crate) fn claim_across_hosts(dir: &OwnedFd, stamp_file: &str) -> bool {
+    if crate::liveness::is_marked_evicting(dir) {
+        return false;
+    }
+    touch_last_use(dir, stamp_file, Protocol::Shared);
+    !crate::liveness::is_marked_evicting(dir)
+}
+
 /// Refreshes the artifact's access time (the last-use stamp eviction orders by) when it is older
 /// than [`LAST_USE_INTERVAL_SECS`], or, under the shared protocol, than the pin refresh.
 /// Best effort: a read-only cache still serves hits.

@@ -512,22 +512,27 @@ fn adopt_existing(
             warning: None,
             inputs: Some(Arc::new(inputs.clone())),
         })),
-        Err(Unusable::Absent) => Ok(None),
-        Err(Unusable::Corrupt(_)) => match evict_unless_pinned(layout, target, None)? {
-            Evicted::Moved | Evicted::Absent => Ok(None),
-            Evicted::Pinned | Evicted::Replaced => {
-                let artifact = crate::compile::private_copy(kind, bytes.to_vec())?;
-                Ok(Some(Answer {
-                    artifact,
-                    outcome: Outcome::Built,
-                    warning: Some(format!(
-                        "entry {} is damaged and may be held by another host; using a private copy",
+        // Marked by an eviction killed before its move: moved aside like a damaged one (a
+        // reader that refreshed it just before the kill may hold it).
+        Err(Unusable::Absent) if !crate::liveness::is_marked_evicting_at(target) => Ok(None),
+        Err(Unusable::Absent | Unusable::Corrupt(_)) => {
+            match evict_unless_pinned(layout, target, None)? {
+                Evicted::Moved | Evicted::Absent => Ok(None),
+                Evicted::Pinned | Evicted::Replaced => {
+                    let artifact = crate::compile::private_copy(kind, bytes.to_vec())?;
+                    Ok(Some(Answer {
+                        artifact,
+                        outcome: Outcome::Built,
+                        warning: Some(format!(
+                        "entry {} is damaged or being evicted and may be held by another host; \
+                         using a private copy",
                         target.display()
                     )),
-                    inputs: None,
-                }))
+                        inputs: None,
+                    }))
+                }
             }
-        },
+        }
     }
 }
 

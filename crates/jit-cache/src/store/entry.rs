@@ -5,7 +5,8 @@ use super::{Address, Namespace};
 use crate::error::{Error, Result};
 use crate::fstype::Protocol;
 use crate::pin::{
-    is_plain_name, lock_dir, read_at, read_at_most, still_names, touch_last_use, LastUse, Unusable,
+    claim_across_hosts, is_plain_name, lock_dir, read_at, read_at_most, still_names,
+    touch_last_use, LastUse, Unusable,
 };
 pub(crate) use crate::remote::stored::StoredFile;
 use fingerprint::Digest;
@@ -209,8 +210,8 @@ fn open_checked(
     // The last-use stamp (on `meta.json`) is refreshed before the path check under the shared
     // protocol, as for kernels (`entry.rs`): another host's eviction looks at it twice.
     let shared = last_use == LastUse::Refresh(Protocol::Shared);
-    if shared && meta.is_ok() {
-        touch_last_use(&fd, META_FILE, Protocol::Shared);
+    if shared && meta.is_ok() && !claim_across_hosts(&fd, META_FILE) {
+        return Err(Unusable::Absent);
     }
     if !still_names(&fd, dir) {
         return Err(Unusable::Absent);

@@ -263,17 +263,30 @@ fn adopt_or_clear(
     }
     match entry::open(address, layout.protocol) {
         Ok(found) => Ok(Some(found)),
-        Err(Unusable::Absent) => Ok(None),
-        Err(Unusable::Corrupt(why)) => match evict_unless_pinned(layout, target, None)? {
-            Evicted::Moved | Evicted::Absent => Ok(None),
-            Evicted::Pinned | Evicted::Replaced => Err(Error::io(
-                "publish stored entry",
-                target,
-                std::io::Error::other(format!(
-                    "a damaged entry there ({why}) may be held by another host"
-                )),
+        // Marked by an eviction killed before its move: moved aside like a damaged one (a
+        // reader that refreshed it just before the kill may hold it).
+        Err(Unusable::Absent) if !crate::liveness::is_marked_evicting_at(target) => Ok(None),
+        Err(Unusable::Absent) => clear_damaged(layout, target, "marked by an eviction".into()),
+        Err(Unusable::Corrupt(why)) => clear_damaged(layout, target, why),
+    }
+}
+
+/// Moves a damaged (or eviction-marked) entry at `target` aside, or refuses to publish over it
+/// while another host may hold it.
+fn clear_damaged(
+    layout: &crate::layout::Layout,
+    target: &Path,
+    why: String,
+) -> Result<Option<StoredEntry>> {
+    match evict_unless_pinned(layout, target, None)? {
+        Evicted::Moved | Evicted::Absent => Ok(None),
+        Evicted::Pinned | Evicted::Replaced => Err(Error::io(
+            "publish stored entry",
+            target,
+            std::io::Error::other(format!(
+                "a damaged entry there ({why}) may be held by another host"
             )),
-        },
+        )),
     }
 }
 

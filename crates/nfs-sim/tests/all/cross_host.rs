@@ -116,15 +116,21 @@ fn negative_control_pins_by_directory_flock_only_let_another_host_evict_a_held_e
 }
 
 /// Host 0 built a kernel long ago (its stamp aged past the grace). Host 1's `clear` looks at the
-/// stamp and stops just before it moves the entry aside (failpoint `evicting:pause`); host 0 then
-/// hits the entry and holds it; host 1 goes on (with `bug` injected there). Returns host 1's
-/// clear report and host 0's answer. actimeo 3 s: host 1's first look cached the entry's
-/// attributes, and its second look sees the hit only because it opens each file, which
-/// revalidates them (close-to-open; without nfs-sim's revalidation at open this test fails).
+/// stamp and stops just before it marks the entry for eviction (failpoint `evicting:pause`);
+/// host 0 then hits the entry and holds it; host 1 goes on (with `bug` injected there). With
+/// `at_second_look`, host 1 stops again just before its second look at the stamp, and host 0
+/// reads its held path then (actimeo 0). Returns host 1's clear report and host 0's answer.
+/// Otherwise actimeo 3 s: host 1's first look cached the entry's attributes, and its second look sees the hit only
+/// because it opens each file, which revalidates them (close-to-open; without nfs-sim's
+/// revalidation at open this test fails).
 fn hit_between_an_evictions_look_and_its_move(
     bug: Option<&str>,
+    at_second_look: bool,
 ) -> Option<(serde_json::Value, serde_json::Value)> {
-    let c = cluster(2, Duration::from_secs(3), Locks::Shared)?;
+    // Host 0 reading its path at the second look must ask the server (actimeo 0): a cached
+    // lookup would find the moved directory's files wherever they went.
+    let actimeo = Duration::from_secs(if at_second_look { 0 } else { 3 });
+    let c = cluster(2, actimeo, Locks::Shared)?;
     let bench = Bench::new();
     let root_s = c.root().join("cache").to_str().expect("utf-8").to_string();
     let nvcc = bench.nvcc.to_str().expect("utf-8").to_string();
@@ -140,34 +146,63 @@ fn hit_between_an_evictions_look_and_its_move(
         .expect("entry dir")
         .to_path_buf();
     c.on(0, move || age_children(&entry, 3600));
-    let mut env = vec![("JIT_CACHE_FAILPOINT", "evicting:pause")];
+    let phase = bench.path("clear.phase");
+    std::fs::write(&phase, b"").expect("phase file");
+    let phase_s = phase.to_str().expect("utf-8").to_string();
+    let points = if at_second_look {
+        "evicting:pause,evicting-second-look:pause"
+    } else {
+        "evicting:pause"
+    };
+    let mut env = vec![
+        ("JIT_CACHE_FAILPOINT", points),
+        ("JIT_CACHE_PHASE_FILE", phase_s.as_str()),
+    ];
     if let Some(bug) = bug {
         env.push(("JIT_CACHE_INJECT_BUG", bug));
     }
     let clear = host_op(&c, 1, &bench, &env, &["clear", &root_s]);
     let pid = clear.id();
-    wait_until("host 1's clear to stop before its move", LONG, || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+    let stopped_at = |point: &str| {
+        let stopped = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
             stat.rsplit_once(") ")
                 .is_some_and(|(_, rest)| rest.starts_with('T'))
-        })
+        });
+        stopped && std::fs::read_to_string(&phase).is_ok_and(|p| p.trim_end() == point)
+    };
+    let resume = || {
+        let stopped = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+        rustix::process::kill_process(stopped, rustix::process::Signal::CONT).expect("continue");
+    };
+    wait_until("host 1's clear to stop before its mark", LONG, || {
+        stopped_at("evicting")
     });
     let holder = Holder::start(&c, &bench, &root_s, &nvcc, "late");
-    let stopped = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
-    rustix::process::kill_process(stopped, rustix::process::Signal::CONT).expect("continue");
-    let cleared = answer(clear);
-    Some((cleared, holder.release()))
+    resume();
+    let held = if at_second_look {
+        wait_until(
+            "host 1's clear to stop before its second look",
+            LONG,
+            || stopped_at("evicting-second-look"),
+        );
+        let held = holder.release();
+        resume();
+        held
+    } else {
+        holder.release()
+    };
+    Some((answer(clear), held))
 }
 
 #[test]
 fn a_hit_between_an_evictions_look_and_its_move_keeps_its_path() {
-    let Some((cleared, held)) = hit_between_an_evictions_look_and_its_move(None) else {
+    let Some((cleared, held)) = hit_between_an_evictions_look_and_its_move(None, false) else {
         return;
     };
     assert_eq!(held["outcome"], "hit", "{held}");
     assert_eq!(
         cleared["evicted"], 0,
-        "the second look saw the hit and put the entry back: {cleared}"
+        "the second look saw the hit and called the eviction off: {cleared}"
     );
     assert_eq!(
         held["held_ok"], true,
@@ -175,9 +210,89 @@ fn a_hit_between_an_evictions_look_and_its_move_keeps_its_path() {
     );
 }
 
+/// The CI failure of a multi-host crash run (`pin-vanished`): an eviction moved the entry aside
+/// before its second look and put it back after, so a reader on another host that had just
+/// found the entry saw its path name nothing in between (seen failing: host 0's held path read
+/// nothing while host 1 stood at its second look). The eviction now marks the entry and looks
+/// again before it moves anything.
+#[test]
+fn a_held_path_names_its_entry_at_every_instant_of_an_eviction_called_off() {
+    let Some((cleared, held)) = hit_between_an_evictions_look_and_its_move(None, true) else {
+        return;
+    };
+    assert_eq!(held["outcome"], "hit", "{held}");
+    assert_eq!(
+        held["held_ok"], true,
+        "host 0's path reads its bytes while host 1 stands at its second look: {held}"
+    );
+    assert_eq!(cleared["evicted"], 0, "{cleared}");
+}
+
+/// An eviction killed between its mark and its move leaves a whole entry marked: a reader on
+/// another host misses it (and does not refresh its stamp), and the next build there moves it
+/// aside and publishes its own, which then hits, with no warning and no private copy.
+#[test]
+fn an_entry_marked_by_a_killed_eviction_is_rebuilt_once_and_then_hits() {
+    let Some(c) = cluster(2, Duration::ZERO, Locks::Shared) else {
+        return;
+    };
+    let bench = Bench::new();
+    let root_s = c.root().join("cache").to_str().expect("utf-8").to_string();
+    let nvcc = bench.nvcc.to_str().expect("utf-8").to_string();
+    let build = || {
+        answer(host_op(
+            &c,
+            0,
+            &bench,
+            &[],
+            &["build", &root_s, &nvcc, "marked"],
+        ))
+    };
+    let built = build();
+    let entry = PathBuf::from(built["path"].as_str().expect("a path"))
+        .parent()
+        .expect("entry dir")
+        .to_path_buf();
+    let aged = entry.clone();
+    c.on(0, move || age_children(&aged, 3600));
+    let killed = host_op(
+        &c,
+        1,
+        &bench,
+        &[("JIT_CACHE_FAILPOINT", "evicting-second-look:abort")],
+        &["clear", &root_s],
+    )
+    .wait_with_output()
+    .expect("host 1's clear ran");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed.status),
+        Some(9),
+        "killed between its mark and its move"
+    );
+    let marked = entry.join("meta.json");
+    let mtime = c.on(0, move || {
+        std::os::unix::fs::MetadataExt::mtime(&std::fs::metadata(&marked).expect("meta.json"))
+    });
+    assert_eq!(mtime, 0, "the entry is left whole and marked");
+    let again = build();
+    assert!(
+        again["outcome"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("rebuilt")),
+        "a marked entry is a miss: {again}"
+    );
+    assert_eq!(again["cached"], true, "{again}");
+    assert!(again["warning"].is_null(), "no private copy: {again}");
+    assert_eq!(bench.compiles(0, "marked"), 2);
+    let hit = build();
+    assert_eq!(hit["outcome"], "hit", "{hit}");
+    assert_eq!(bench.compiles(0, "marked"), 2);
+}
+
 #[test]
 fn negative_control_an_eviction_with_one_look_takes_an_entry_hit_meanwhile() {
-    let Some((cleared, held)) = hit_between_an_evictions_look_and_its_move(Some("evict-one-look"))
+    let Some((cleared, held)) =
+        hit_between_an_evictions_look_and_its_move(Some("evict-one-look"), false)
     else {
         return;
     };

@@ -100,7 +100,7 @@ pub fn check(run: &RunDir, kernels: usize, store_keys: usize, cold: bool) -> Res
                 .enumerate()
                 .filter(|(j, _)| *j != i)
                 .flat_map(|(_, t)| t.lines())
-                .filter(|l| l.split(' ').nth(3) == Some("trash"))
+                .filter(|l| matches!(l.split(' ').nth(3), Some("trash" | "untrash")))
                 .map(|l| format!("{l}\n"))
                 .collect();
             let text = crate::hosts::merged(&[text.clone(), evictions]);

@@ -13,13 +13,14 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 /// The points a launch can be armed with: jit-cache's, then the worker's own.
-const POINTS: [(&str, bool); 19] = [
+const POINTS: [(&str, bool); 20] = [
     ("locked", true),
     ("compiling", true),
     ("writing-meta", true),
     ("publishing", true),
     ("published", true),
     ("evicting", true),
+    ("evicting-second-look", true),
     ("store-locked", true),
     ("store-writing-meta", true),
     ("store-publishing", true),

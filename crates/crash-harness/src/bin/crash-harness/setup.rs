@@ -308,7 +308,7 @@ pub fn phase_class(name: &str) -> &'static str {
         "put-fsyncing" | "commit-fsyncing" => "fsyncing",
         "publishing" => "publishing",
         "published" => "published",
-        "evicting" => "evicting",
+        "evicting" | "evicting-second-look" => "evicting",
         "locked" => "locked",
         "gc" => "gc",
         "verifying" => "verifying",

@@ -87,7 +87,7 @@ impl Op {
     fn reaching(point: &str) -> Option<Op> {
         Some(match point {
             "locked" | "compiling" | "writing-meta" | "publishing" | "published" => Op::Build,
-            "evicting" => Op::Gc,
+            "evicting" | "evicting-second-look" => Op::Gc,
             p if p.starts_with("store-") => Op::Store,
             p if p.starts_with("import-") => Op::Import,
             p if p.starts_with("put-") => Op::Put,
