@@ -147,11 +147,19 @@ pub(crate) fn compile(
         .flatten()
         .collect();
     // The compile's own places: its output's directory, its text source's copy, its TMPDIR,
-    // and those the caller declares.
+    // and those the caller declares. A team root's staging directories are named through
+    // their descriptors (`/proc/<pid>/fd/N`), which a compiler's `realpath` turns into the
+    // directory's real path: both spellings are its own.
     let own: Vec<PathBuf> = [output.parent(), Some(scratch), Some(tmp.path())]
         .into_iter()
         .flatten()
-        .map(Path::to_path_buf)
+        .flat_map(|dir| {
+            let real = dir
+                .starts_with("/proc")
+                .then(|| std::fs::read_link(dir).ok())
+                .flatten();
+            std::iter::once(dir.to_path_buf()).chain(real)
+        })
         .chain(crate::observed::ignored_paths(trace.unwrap_or_default()))
         .collect();
     let digest = |events: &file_trace::Trace| crate::observed::digest(events, &own);

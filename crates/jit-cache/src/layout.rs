@@ -146,6 +146,9 @@ impl Layout {
                     .map_err(|e| reopen_error(&base.join(sub.name()), e))
             })
             .collect::<Result<Vec<_>>>()?;
+        if mode == RootMode::Team {
+            make_staging_sticky(&fds[Subdir::Staging as usize]);
+        }
         let via_proc = proc_fd_paths_work(&fds[0]);
         if !via_proc && mode == RootMode::Team {
             return Err(Error::UnsafeRoot {
@@ -357,11 +360,24 @@ impl Layout {
     /// 31, item 5). The price: a killed member's leftovers are swept by that member's own next
     /// sweep (or root's), not by the others'.
     ///
+    /// In a team root nothing about it is found by a path another member can change: it is made
+    /// in the `staging/` opened at [`Layout::open`] (`/proc/self/fd/N`, never `staging/` looked
+    /// up again: a member may rename that and plant another), `staging/` is sticky (no member
+    /// renames another's directory in it), and everything written into it, by this process or
+    /// by the compiler it runs, goes through the directory's own descriptor
+    /// ([`Staging::path`] is `/proc/<pid>/fd/N` there).
+    ///
     /// Under the shared protocol a heartbeat keeps its mtime fresh while it lives, so that no
     /// other host's sweep takes it for a dead builder's (`liveness.rs`).
     pub(crate) fn new_staging_dir(&self) -> Result<Staging> {
-        let staging = durable_fs::StagingDir::new_private_in(self.dir(Subdir::Staging))?;
-        Ok(Staging::new(staging, self.protocol))
+        if self.mode != RootMode::Team {
+            let staging = durable_fs::StagingDir::new_private_in(self.dir(Subdir::Staging))?;
+            return Ok(Staging::new(staging, self.protocol));
+        }
+        let staging = durable_fs::StagingDir::new_private_in(self.pinned(Subdir::Staging))
+            .map_err(|e| self.shown_error(e))?;
+        let shown = self.shown(staging.path());
+        Ok(Staging::anchored(staging, self.protocol, shown))
     }
 
     /// In a team root, just before the rename: every file of an entry (artifact, compiler
@@ -377,7 +393,7 @@ impl Layout {
             return Ok(());
         }
         let op = "share the staging directory with the team";
-        let (dir, shown) = (staging.dir_fd(), staging.path());
+        let (dir, shown) = (staging.dir_fd(), staging.shown());
         let entries =
             rustix::fs::Dir::read_from(dir).map_err(|e| Error::io(op, shown, e.into()))?;
         for entry in entries {
@@ -504,6 +520,20 @@ fn require_real_dir(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A team root's `staging/` is sticky (mode 3770): a member may make and remove directories
+/// there, but rename or remove only their own, so no member can swap another's staging
+/// directory, mid-build, for one of their own making (which the builder's rename would then
+/// publish). Only the directory's owner can set the bit: a root made by an earlier release gets
+/// it at its owner's next open, and until then is as before. Best effort for the same reason.
+fn make_staging_sticky(staging: &OwnedFd) {
+    let Ok(stat) = rustix::fs::fstat(staging) else {
+        return;
+    };
+    if stat.st_mode & 0o1000 == 0 {
+        let _ = rustix::fs::fchmod(staging, Mode::from_raw_mode(0o3770));
+    }
+}
+
 fn check_root(root: &Path, mode: RootMode) -> Result<()> {
     require_real_dir(root)?;
     let meta =
@@ -595,14 +625,14 @@ mod tests {
         let staging = layout.new_staging_dir().expect("staging");
         // No other member can plant a link in it (setgid comes from the parent).
         assert_eq!(
-            mode_of(staging.path()) & 0o777,
+            mode_of(staging.shown()) & 0o777,
             0o700,
             "private while built"
         );
         std::fs::write(staging.path().join("artifact.cubin"), b"cubin").expect("write");
         layout.share_with_team(&staging).expect("share");
-        assert_eq!(mode_of(staging.path()), 0o2770, "the team's once shared");
-        assert_eq!(mode_of(&staging.path().join("artifact.cubin")), 0o660);
+        assert_eq!(mode_of(staging.shown()), 0o2770, "the team's once shared");
+        assert_eq!(mode_of(&staging.shown().join("artifact.cubin")), 0o660);
     }
 
     /// Sharing goes through the descriptor made with the directory: a directory planted at its
@@ -614,9 +644,9 @@ mod tests {
         let staging = layout.new_staging_dir().expect("staging");
         std::fs::write(staging.path().join("artifact.cubin"), b"ours").expect("write");
         let moved = dir.path().join("moved");
-        std::fs::rename(staging.path(), &moved).expect("move the staging directory away");
-        std::fs::create_dir(staging.path()).expect("plant a directory at its path");
-        let planted = staging.path().join("artifact.cubin");
+        std::fs::rename(staging.shown(), &moved).expect("move the staging directory away");
+        std::fs::create_dir(staging.shown()).expect("plant a directory at its path");
+        let planted = staging.shown().join("artifact.cubin");
         std::fs::write(&planted, b"planted").expect("write");
         std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         layout.share_with_team(&staging).expect("share");
@@ -627,6 +657,52 @@ mod tests {
         );
         assert_eq!(mode_of(&moved), 0o2770);
         assert_eq!(mode_of(&planted), 0o600, "the planted one is untouched");
+    }
+
+    /// Issue 31, item 5: `staging/` itself was looked up by its path for every build, so a
+    /// member who renamed it after another member's open and planted a link to a directory of
+    /// their own got that member's staging directories, and their compiler's writes, made in it
+    /// (seen failing: the staging directory was made in the planted directory). It is made in
+    /// the `staging/` opened at open, and written through its own descriptor.
+    #[test]
+    fn a_staging_directory_is_made_and_written_where_the_root_was_opened_not_where_a_link_points() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let layout = team_layout(dir.path());
+        let staging_dir = layout.base.join("staging");
+        let moved = dir.path().join("staging-moved");
+        std::fs::rename(&staging_dir, &moved).expect("rename staging/");
+        let planted = dir.path().join("planted");
+        std::fs::create_dir(&planted).expect("mkdir planted");
+        std::os::unix::fs::symlink(&planted, &staging_dir).expect("plant a link");
+        let staging = layout.new_staging_dir().expect("staging");
+        std::fs::write(staging.path().join("artifact.cubin"), b"cubin").expect("write");
+        let name = staging.shown().file_name().expect("a name").to_owned();
+        assert!(
+            moved.join(&name).join("artifact.cubin").exists(),
+            "made and written in the staging/ opened"
+        );
+        assert_eq!(
+            std::fs::read_dir(&planted).expect("list planted").count(),
+            0,
+            "nothing in the planted directory"
+        );
+        assert_eq!(
+            staging.shown(),
+            staging_dir.join(&name),
+            "named under the root in messages"
+        );
+    }
+
+    /// Issue 31, item 5: `staging/` is sticky in a team root, so no member renames another's
+    /// staging directory (and plants one of their own for that member to publish).
+    #[test]
+    fn a_team_roots_staging_is_sticky() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let layout = team_layout(dir.path());
+        assert_eq!(mode_of(&layout.base.join("staging")), 0o3770);
+        for sub in ["entries", "trash", "locks"] {
+            assert_eq!(mode_of(&layout.base.join(sub)), 0o2770, "{sub}");
+        }
     }
 
     #[test]

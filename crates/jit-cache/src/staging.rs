@@ -120,20 +120,62 @@ fn touch_now(path: &Path) {
 pub(crate) struct Staging {
     inner: durable_fs::StagingDir,
     beat: Option<Heartbeat>,
+    /// In a team root, the directory's own descriptor as a path every process of this user can
+    /// follow (`/proc/<pid>/fd/N`): where this process and the compiler it runs write.
+    anchored: Option<PathBuf>,
+    /// The directory as messages name it (under the root, never `/proc`).
+    shown: PathBuf,
 }
 
 impl Staging {
     pub(crate) fn new(inner: durable_fs::StagingDir, protocol: Protocol) -> Staging {
+        let shown = inner.path().to_path_buf();
+        Staging::with(inner, protocol, None, shown)
+    }
+
+    /// A staging directory in a team root, written through its own descriptor
+    /// (`Layout::new_staging_dir` says why), named `shown` in messages.
+    pub(crate) fn anchored(
+        inner: durable_fs::StagingDir,
+        protocol: Protocol,
+        shown: PathBuf,
+    ) -> Staging {
+        use std::os::fd::AsRawFd;
+        let anchored = PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            inner.dir_fd().as_raw_fd()
+        ));
+        Staging::with(inner, protocol, Some(anchored), shown)
+    }
+
+    fn with(
+        inner: durable_fs::StagingDir,
+        protocol: Protocol,
+        anchored: Option<PathBuf>,
+        shown: PathBuf,
+    ) -> Staging {
         // Its lock descriptor is closed in a forked child by the fork rule.
         #[cfg(not(loom))]
         crate::fork::register();
         let beat = (protocol == Protocol::Shared).then(|| Heartbeat::start(inner.path()));
-        Staging { inner, beat }
+        Staging {
+            inner,
+            beat,
+            anchored,
+            shown,
+        }
     }
 
-    /// Where to build.
+    /// Where to build: this process, and the compiler it runs (through its descriptor in a team
+    /// root).
     pub(crate) fn path(&self) -> &Path {
-        self.inner.path()
+        self.anchored.as_deref().unwrap_or(self.inner.path())
+    }
+
+    /// The directory as messages name it.
+    pub(crate) fn shown(&self) -> &Path {
+        &self.shown
     }
 
     /// The directory itself, opened when it was made (see [`durable_fs::StagingDir::dir_fd`]).

@@ -334,11 +334,32 @@ fn members_share_a_team_root() {
 
     // Whatever the umask, the group can write every directory and lock file.
     let v1 = root.join(jit_cache::FORMAT_DIR);
-    for sub in [
-        "entries", "slots", "failures", "locks", "staging", "trash", "state",
-    ] {
+    for sub in ["entries", "slots", "failures", "locks", "trash", "state"] {
         assert_eq!(mode_of(&v1.join(sub)), 0o2770, "{sub} is 2770");
     }
+    // Staging is sticky: B may make directories there but not rename A's (and plant one of
+    // B's own making for A's build to publish).
+    assert_eq!(mode_of(&v1.join("staging")), 0o3770, "staging is 3770");
+    let made = as_member_shell(
+        a.1,
+        gid,
+        &format!("mkdir '{}/staging/a-build'", v1.display()),
+    );
+    assert!(made.status.success(), "A makes a directory: {made:?}");
+    let renamed = as_member_shell(
+        b.1,
+        gid,
+        &format!(
+            "mv '{0}/staging/a-build' '{0}/staging/b-moved'",
+            v1.display()
+        ),
+    );
+    assert!(
+        !renamed.status.success(),
+        "B cannot rename A's staging directory"
+    );
+    assert!(v1.join("staging/a-build").is_dir());
+    std::fs::remove_dir(v1.join("staging/a-build")).expect("remove A's directory");
     assert_eq!(
         mode_of(&v1.join("state/events.log")),
         0o660,

@@ -41,7 +41,7 @@ impl std::fmt::Debug for Producer {
         f.debug_struct("Producer")
             .field("namespace", &self.parts.address.namespace)
             .field("key", &self.parts.address.key)
-            .field("dir", &self.parts.staging.path())
+            .field("dir", &self.parts.staging.shown())
             .finish_non_exhaustive()
     }
 }
@@ -98,7 +98,11 @@ impl Producer {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             // Best effort: the poison alone keeps the partial file from being published.
             let _ = std::fs::remove_file(&path);
-            Error::io("write stored file", &path, e)
+            Error::io(
+                "write stored file",
+                self.parts.staging.shown().join(name),
+                e,
+            )
         })
     }
 
@@ -114,7 +118,7 @@ impl Producer {
         {
             return Err(Error::io(
                 "commit stored entry",
-                self.parts.staging.path(),
+                self.parts.staging.shown(),
                 std::io::Error::other(format!(
                     "an earlier write into {}/{} failed; nothing is published (produce it again)",
                     self.parts.address.namespace,
@@ -168,11 +172,11 @@ impl Producer {
 
     /// The staged files, checked and digested, sorted by name.
     fn staged_files(&self) -> Result<Vec<StoredFile>> {
-        let dir = self.parts.staging.path();
-        let listing = std::fs::read_dir(dir).map_err(|e| Error::io("list staging", dir, e))?;
+        let (dir, shown) = (self.parts.staging.path(), self.parts.staging.shown());
+        let listing = std::fs::read_dir(dir).map_err(|e| Error::io("list staging", shown, e))?;
         let mut files = Vec::new();
         for item in listing {
-            let item = item.map_err(|e| Error::io("list staging", dir, e))?;
+            let item = item.map_err(|e| Error::io("list staging", shown, e))?;
             let path = item.path();
             let name = item
                 .file_name()
