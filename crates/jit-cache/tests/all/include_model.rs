@@ -376,49 +376,15 @@ fn a_header_whose_name_is_not_utf8_builds_and_hits() {
     assert_eq!(got.artifact.bytes(), uncached_cubin(dir.path(), &src, &[]));
 }
 
-/// Issue 31, item 3: a lookup that found a directory is recorded. A `-ccbin` wrapper that
-/// tests `[ -d DIR ]` compiles another kernel once DIR is gone: a hit after `rmdir` would be
-/// stale (seen failing before the trace kept found directories: a hit with the old cubin).
-#[test]
-fn a_directory_a_ccbin_wrapper_tests_for_is_recorded_and_its_removal_rebuilds() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let gxx = host_gxx();
-    let feature = dir.path().join("opt/feature");
-    std::fs::create_dir_all(&feature).expect("mkdir feature");
-    let wrapper = dir.path().join("bin/g++");
-    std::fs::create_dir_all(wrapper.parent().expect("parent")).expect("mkdir bin");
-    write_executable(
-        &wrapper,
-        &format!(
-            "#!/bin/sh\nif [ -d '{}' ]; then exec {gxx} -DFEATURE \"$@\"; fi\nexec {gxx} \"$@\"\n",
-            feature.display()
-        ),
-    );
-    let src = dir.path().join("k.cu");
-    write(
-        &src,
-        "extern \"C\" __global__ void k(float* x) {\n#ifdef FEATURE\n  x[0] = 2.0f;\n#else\n  x[0] = 3.0f;\n#endif\n}\n",
-    );
-    let ccbin = wrapper.display().to_string();
-    let spec = KernelSpec::from_file(&src).flag("-ccbin").flag(&ccbin);
-    let with = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
-    assert_eq!(
-        open_cache(dir.path())
-            .get_or_build(&spec)
-            .expect("build")
-            .outcome,
-        Outcome::Built
-    );
-    std::fs::remove_dir(&feature).expect("rmdir feature");
-    let without = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
-    assert_ne!(with, without, "the wrapper's test decides the kernel");
-    let got = open_cache(dir.path()).get_or_build(&spec).expect("again");
-    assert_ne!(got.outcome, Outcome::Hit, "{}", got.outcome);
-    assert_eq!(got.artifact.bytes(), without.as_slice());
-}
-
-/// A `-ccbin` wrapper that decides the kernel by a symlink, and the kernel it decides.
-fn link_wrapper(dir: &Path, test: &str) -> (PathBuf, KernelSpec, String) {
+/// A `-ccbin` wrapper that compiles another kernel when the shell test `test` holds, the way a
+/// site's wrapper picks flags by what it finds on disk. Builds through the cache (a build, then
+/// a hit), lets `change` flip what the test finds, and checks that the next answer is a rebuild
+/// with bare nvcc's bytes for the changed state.
+fn a_wrapper_decision_is_recorded_and_its_change_rebuilds(
+    dir: &Path,
+    test: &str,
+    change: impl FnOnce(),
+) {
     let gxx = host_gxx();
     let wrapper = dir.join("bin/g++");
     std::fs::create_dir_all(wrapper.parent().expect("parent")).expect("mkdir bin");
@@ -433,7 +399,33 @@ fn link_wrapper(dir: &Path, test: &str) -> (PathBuf, KernelSpec, String) {
     );
     let ccbin = wrapper.display().to_string();
     let spec = KernelSpec::from_file(&src).flag("-ccbin").flag(&ccbin);
-    (src, spec, ccbin)
+    let with = uncached_cubin(dir, &src, &["-ccbin", &ccbin]);
+    let first = open_cache(dir).get_or_build(&spec).expect("build");
+    assert_eq!(first.outcome, Outcome::Built, "{:?}", first.warning);
+    assert_eq!(first.artifact.bytes(), with.as_slice());
+    let hit = open_cache(dir).get_or_build(&spec).expect("hit");
+    assert_eq!(hit.outcome, Outcome::Hit, "nothing changed: a hit");
+    change();
+    let without = uncached_cubin(dir, &src, &["-ccbin", &ccbin]);
+    assert_ne!(with, without, "the wrapper's test decides the kernel");
+    let got = open_cache(dir).get_or_build(&spec).expect("again");
+    assert_ne!(got.outcome, Outcome::Hit, "{}", got.outcome);
+    assert_eq!(got.artifact.bytes(), without.as_slice());
+}
+
+/// Issue 31, item 3: a lookup that found a directory is recorded. A `-ccbin` wrapper that
+/// tests `[ -d DIR ]` compiles another kernel once DIR is gone: a hit after `rmdir` would be
+/// stale (seen failing before the trace kept found directories: a hit with the old cubin).
+#[test]
+fn a_directory_a_ccbin_wrapper_tests_for_is_recorded_and_its_removal_rebuilds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let feature = dir.path().join("opt/feature");
+    std::fs::create_dir_all(&feature).expect("mkdir feature");
+    a_wrapper_decision_is_recorded_and_its_change_rebuilds(
+        dir.path(),
+        &format!("[ -d '{}' ]", feature.display()),
+        || std::fs::remove_dir(&feature).expect("rmdir feature"),
+    );
 }
 
 /// Issue 31, item 3: a lookup that found a symlink itself (an `lstat`, a wrapper's
@@ -448,21 +440,15 @@ fn a_symlink_a_ccbin_wrapper_tests_for_is_recorded_and_its_replacement_rebuilds(
     write(&target, "on\n");
     let link = dir.path().join("opt/feature");
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
-    let (src, spec, ccbin) = link_wrapper(dir.path(), &format!("[ -L '{}' ]", link.display()));
-    let with = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
-    let first = open_cache(dir.path()).get_or_build(&spec).expect("build");
-    assert_eq!(first.outcome, Outcome::Built, "{:?}", first.warning);
-    assert_eq!(first.artifact.bytes(), with.as_slice());
-    let hit = open_cache(dir.path()).get_or_build(&spec).expect("hit");
-    assert_eq!(hit.outcome, Outcome::Hit, "the link unchanged is a hit");
-    // The link replaced by a file of the same content: `[ -L ]` is false now.
-    std::fs::remove_file(&link).expect("remove the link");
-    write(&link, "on\n");
-    let without = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
-    assert_ne!(with, without, "the wrapper's test decides the kernel");
-    let got = open_cache(dir.path()).get_or_build(&spec).expect("again");
-    assert_ne!(got.outcome, Outcome::Hit, "{}", got.outcome);
-    assert_eq!(got.artifact.bytes(), without.as_slice());
+    // The link replaced by a file of the same content: `[ -L ]` is false then.
+    a_wrapper_decision_is_recorded_and_its_change_rebuilds(
+        dir.path(),
+        &format!("[ -L '{}' ]", link.display()),
+        || {
+            std::fs::remove_file(&link).expect("remove the link");
+            write(&link, "on\n");
+        },
+    );
 }
 
 /// Issue 31, item 3: `readlink` is traced. A wrapper that decides the kernel by a link's target
@@ -474,29 +460,15 @@ fn a_link_target_a_ccbin_wrapper_reads_is_recorded_and_its_change_rebuilds() {
     let link = dir.path().join("opt/current");
     std::fs::create_dir_all(link.parent().expect("parent")).expect("mkdir opt");
     std::os::unix::fs::symlink("v2", &link).expect("symlink");
-    let (src, spec, ccbin) = link_wrapper(
+    // Pointed elsewhere (neither target exists: only the text decides).
+    a_wrapper_decision_is_recorded_and_its_change_rebuilds(
         dir.path(),
         &format!("[ \"$(readlink '{}')\" = v2 ]", link.display()),
+        || {
+            std::fs::remove_file(&link).expect("remove the link");
+            std::os::unix::fs::symlink("v3", &link).expect("symlink again");
+        },
     );
-    let with = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
-    let first = open_cache(dir.path()).get_or_build(&spec).expect("build");
-    assert_eq!(first.outcome, Outcome::Built, "{:?}", first.warning);
-    assert_eq!(first.artifact.bytes(), with.as_slice());
-    assert_eq!(
-        open_cache(dir.path())
-            .get_or_build(&spec)
-            .expect("hit")
-            .outcome,
-        Outcome::Hit
-    );
-    // Pointed elsewhere (neither target exists: only the text decides).
-    std::fs::remove_file(&link).expect("remove the link");
-    std::os::unix::fs::symlink("v3", &link).expect("symlink again");
-    let without = uncached_cubin(dir.path(), &src, &["-ccbin", &ccbin]);
-    assert_ne!(with, without, "the wrapper's test decides the kernel");
-    let got = open_cache(dir.path()).get_or_build(&spec).expect("again");
-    assert_ne!(got.outcome, Outcome::Hit, "{}", got.outcome);
-    assert_eq!(got.artifact.bytes(), without.as_slice());
 }
 
 /// Case 7: `-ccbin` enters the key as that compiler's identity (its content and version), not
