@@ -217,7 +217,7 @@ pub(crate) fn used_recently(entry: &OwnedFd) -> bool {
 /// (kernels' and stored entries' alike). A reader never changes it (a hit refreshes access
 /// times only), and an NFS client revalidates its attributes at every open (close-to-open),
 /// where a new marker file could hide behind another host's negative lookup cache.
-const MARK_FILE: &str = "meta.json";
+pub(crate) const MARK_FILE: &str = "meta.json";
 
 /// The modification time (whole seconds since the epoch) that says "being evicted": no entry is
 /// written in 1970.

@@ -104,22 +104,29 @@ pub(crate) fn touch_last_use(dir: &OwnedFd, artifact: &str, protocol: Protocol) 
     if age < LAST_USE_INTERVAL_SECS && protocol != Protocol::Shared {
         return;
     }
-    let stamps = rustix::fs::Timestamps {
+    let stamps = |mtime_nsec| rustix::fs::Timestamps {
         last_access: rustix::fs::Timespec {
-            tv_sec: now,
-            tv_nsec: 0,
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
         },
         last_modification: rustix::fs::Timespec {
             tv_sec: 0,
-            tv_nsec: rustix::fs::UTIME_OMIT,
+            tv_nsec: mtime_nsec,
         },
     };
-    let _ = rustix::fs::utimensat(
-        dir,
-        artifact,
-        &stamps,
-        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-    );
+    let flags = rustix::fs::AtFlags::SYMLINK_NOFOLLOW;
+    // The access time alone ("now": on NFS the server's clock, which every host that ages the
+    // stamp reads the same). Only the file's owner may set one time and leave the other; a
+    // team member with write permission may set both to now: a kernel's artifact is then
+    // touched whole (its mtime says nothing else), so another member's hit refreshes the
+    // stamp too. Never `meta.json`, whose mtime is an eviction's mark (`liveness.rs`): a
+    // stored entry of another member keeps the stamp its owner's hits set.
+    match rustix::fs::utimensat(dir, artifact, &stamps(rustix::fs::UTIME_OMIT), flags) {
+        Err(rustix::io::Errno::PERM) if artifact != crate::liveness::MARK_FILE => {
+            let _ = rustix::fs::utimensat(dir, artifact, &stamps(rustix::fs::UTIME_NOW), flags);
+        }
+        _ => {}
+    }
 }
 
 /// Reads a whole file relative to a directory descriptor, never following a symlink.

@@ -239,6 +239,16 @@ fn members_share_a_team_root() {
     let dir = tempfile::tempdir().expect("temp dir");
     // The members must reach the sources and the root through the test's temp dir.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // No read touches an access time here (noatime, in this test's own mount namespace), so a
+    // last-use stamp moves only when the cache sets it: relatime would refresh it on a read
+    // and hide whether a member's hit did.
+    rustix::mount::mount_bind(dir.path(), dir.path()).expect("bind the test's dir");
+    rustix::mount::mount_remount(
+        dir.path(),
+        rustix::mount::MountFlags::BIND | rustix::mount::MountFlags::NOATIME,
+        "",
+    )
+    .expect("remount it noatime");
     let root = dir.path().join("team");
     std::fs::create_dir(&root).expect("mkdir team root");
     std::os::unix::fs::chown(&root, None, Some(gid)).expect("chgrp team root");
@@ -272,10 +282,38 @@ fn members_share_a_team_root() {
         outcome(&json_as(a, gid, home_a, &root, &["build", k1])),
         "built"
     );
+    // B's hit refreshes the last-use stamp of A's entry (what eviction orders by, and under
+    // the shared protocol the pin other hosts see): it was never refreshed, since setting a
+    // time of one's choosing is the owner's right alone (seen failing: the stamp stayed two
+    // hours old).
+    let built_a = json_as(a, gid, home_a, &root, &["build", k0]);
+    let artifact = PathBuf::from(built_a["results"][0]["path"].as_str().expect("a path"));
+    let two_hours_ago = rustix::fs::Timespec {
+        tv_sec: now_secs() - 7200,
+        tv_nsec: 0,
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        &artifact,
+        &rustix::fs::Timestamps {
+            last_access: two_hours_ago,
+            last_modification: two_hours_ago,
+        },
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .expect("age A's artifact");
     assert_eq!(
         outcome(&json_as(b, gid, home_b, &root, &["build", k0])),
         "hit",
         "B hits the entry A built"
+    );
+    let stamp = std::fs::metadata(&artifact)
+        .expect("stat A's artifact")
+        .atime();
+    assert!(
+        now_secs() - stamp < 600,
+        "B's hit refreshed the stamp of A's entry ({}s old)",
+        now_secs() - stamp
     );
     // Every file of an entry A published is the team's to read, whatever A's umask.
     assert_team_entry_files(&root);
@@ -407,6 +445,13 @@ fn members_share_a_team_root() {
         outside.join("precious").exists(),
         "nothing outside the root was removed"
     );
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64
 }
 
 fn as_member_shell(uid: u32, gid: u32, script: &str) -> Output {
