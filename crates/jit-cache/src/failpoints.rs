@@ -137,7 +137,16 @@ impl KeyLock {
         let guard = if bug("skip-lock") {
             None
         } else {
-            let guard = durable_fs::lock(path, LockMode::Exclusive, wait)?;
+            // Errors name the lock file as everyone else would, as `Layout::lock_key`'s do.
+            let guard = durable_fs::lock(path, LockMode::Exclusive, wait).map_err(|e| {
+                e.map_paths(|p| {
+                    if p == path {
+                        shown.to_path_buf()
+                    } else {
+                        p.to_path_buf()
+                    }
+                })
+            })?;
             Some(guard)
         };
         let key = key.to_hex();
