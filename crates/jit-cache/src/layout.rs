@@ -675,6 +675,11 @@ mod tests {
         std::fs::create_dir(&planted).expect("mkdir planted");
         std::os::unix::fs::symlink(&planted, &staging_dir).expect("plant a link");
         let staging = layout.new_staging_dir().expect("staging");
+        assert!(
+            staging.path().starts_with("/proc"),
+            "written through its descriptor: {}",
+            staging.path().display()
+        );
         std::fs::write(staging.path().join("artifact.cubin"), b"cubin").expect("write");
         let name = staging.shown().file_name().expect("a name").to_owned();
         assert!(

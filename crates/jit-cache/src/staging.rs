@@ -141,12 +141,19 @@ impl Staging {
         shown: PathBuf,
     ) -> Staging {
         use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
         let anchored = PathBuf::from(format!(
             "/proc/{}/fd/{}",
             std::process::id(),
             inner.dir_fd().as_raw_fd()
         ));
-        Staging::with(inner, protocol, Some(anchored), shown)
+        // Only where `/proc` is this process's own (a container may show another pid
+        // namespace's): else the path, as in a private root.
+        let ours = rustix::fs::fstat(inner.dir_fd()).ok().is_some_and(|own| {
+            std::fs::metadata(&anchored)
+                .is_ok_and(|seen| (seen.dev(), seen.ino()) == (own.st_dev, own.st_ino))
+        });
+        Staging::with(inner, protocol, ours.then_some(anchored), shown)
     }
 
     fn with(
