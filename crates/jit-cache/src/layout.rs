@@ -365,7 +365,7 @@ impl Layout {
     /// up again: a member may rename that and plant another), `staging/` is sticky (no member
     /// renames another's directory in it), and everything written into it, by this process or
     /// by the compiler it runs, goes through the directory's own descriptor
-    /// ([`Staging::path`] is `/proc/<pid>/fd/N` there).
+    /// ([`Staging::path`] is `/proc/<pid>/fd/N` there, where `/proc` is this process's own).
     ///
     /// Under the shared protocol a heartbeat keeps its mtime fresh while it lives, so that no
     /// other host's sweep takes it for a dead builder's (`liveness.rs`).
