@@ -72,15 +72,18 @@ pub(crate) enum LastUse {
 pub(crate) const LAST_USE_INTERVAL_SECS: i64 = 3600;
 
 /// A reader's claim on an entry under the shared protocol, the one other hosts see: refreshes
-/// its last-use stamp (on `stamp_file`), unless an eviction marked the entry, and looks for the
-/// mark again once refreshed (`liveness::mark_evicting` says why in that order). `false`: the
-/// entry is being evicted, a miss. Checked before the refresh too, so that readers never keep a
-/// mark left by a killed eviction fresh.
+/// its last-use stamp (on `stamp_file`) when due, unless an eviction marked the entry, and looks
+/// for the mark once refreshed (`liveness::mark_evicting` says why in that order). `false`: the
+/// entry is being evicted, a miss. A refresh looks for the mark first too, so that readers never
+/// keep a mark left by a killed eviction fresh; a hit whose stamp is fresh (the common case)
+/// writes nothing and looks once.
 pub(crate) fn claim_across_hosts(dir: &OwnedFd, stamp_file: &str) -> bool {
-    if crate::liveness::is_marked_evicting(dir) {
-        return false;
+    if refresh_due(dir, stamp_file, Protocol::Shared) {
+        if crate::liveness::is_marked_evicting(dir) {
+            return false;
+        }
+        refresh_last_use(dir, stamp_file);
     }
-    touch_last_use(dir, stamp_file, Protocol::Shared);
     !crate::liveness::is_marked_evicting(dir)
 }
 
@@ -88,22 +91,29 @@ pub(crate) fn claim_across_hosts(dir: &OwnedFd, stamp_file: &str) -> bool {
 /// than [`LAST_USE_INTERVAL_SECS`], or, under the shared protocol, than the pin refresh.
 /// Best effort: a read-only cache still serves hits.
 pub(crate) fn touch_last_use(dir: &OwnedFd, artifact: &str, protocol: Protocol) {
+    if refresh_due(dir, artifact, protocol) {
+        refresh_last_use(dir, artifact);
+    }
+}
+
+/// Whether `artifact`'s last-use stamp is old enough to refresh, by the protocol's rule.
+fn refresh_due(dir: &OwnedFd, artifact: &str, protocol: Protocol) -> bool {
     let Ok(stat) = rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
-        return;
+        return false;
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let age = now - stat.st_atime;
-    if age < crate::liveness::pin_refresh_secs() {
-        return;
-    }
     // Under the shared protocol the stamp is also the pin other hosts can see (`liveness.rs`):
     // it is refreshed every minute there.
-    if age < LAST_USE_INTERVAL_SECS && protocol != Protocol::Shared {
-        return;
-    }
+    age >= crate::liveness::pin_refresh_secs()
+        && (age >= LAST_USE_INTERVAL_SECS || protocol == Protocol::Shared)
+}
+
+/// Sets `artifact`'s last-use stamp to now.
+fn refresh_last_use(dir: &OwnedFd, artifact: &str) {
     let stamps = |mtime_nsec| rustix::fs::Timestamps {
         last_access: rustix::fs::Timespec {
             tv_sec: 0,
