@@ -137,16 +137,7 @@ impl KeyLock {
         let guard = if bug("skip-lock") {
             None
         } else {
-            // Errors name the lock file as everyone else would, as `Layout::lock_key`'s do.
-            let guard = durable_fs::lock(path, LockMode::Exclusive, wait).map_err(|e| {
-                e.map_paths(|p| {
-                    if p == path {
-                        shown.to_path_buf()
-                    } else {
-                        p.to_path_buf()
-                    }
-                })
-            })?;
+            let guard = durable_fs::lock(path, LockMode::Exclusive, wait)?;
             Some(guard)
         };
         let key = key.to_hex();

@@ -38,11 +38,10 @@ fn lock_key_waiting(layout: &Layout, key: &Digest, wait: durable_fs::Wait) -> Re
     crate::fork::register();
     #[cfg(feature = "failpoints")]
     {
+        // Errors and the log name the lock file as everyone else would (`Layout::lock_key`).
         let path = layout.lock_file(key);
-        let shown = layout
-            .dir(crate::layout::Subdir::Locks)
-            .join(path.file_name().unwrap_or_default());
-        crate::failpoints::KeyLock::acquire(&path, &shown, key, wait)
+        crate::failpoints::KeyLock::acquire(&path, &layout.shown(&path), key, wait)
+            .map_err(|e| layout.shown_error(e))
     }
     #[cfg(not(feature = "failpoints"))]
     layout.lock_key(key, wait)
