@@ -16,6 +16,7 @@ const BENCHED: &[&str] = &[
     "pack",
     "python",
     "triton",
+    "torch",
 ];
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -29,11 +30,15 @@ pub fn run(args: &[String]) -> Result<()> {
     let paths = crate::setup::run(&["--no-pipelines".into()])?;
     if krate == "triton" {
         // `jit_cache.triton` beside Triton's own FileCacheManager (`python.rs`).
-        return crate::python::bench_triton(&crate::python::venv_path(), &args[1..]);
+        return crate::python::bench_triton(&crate::venv::venv_path(), &args[1..]);
+    }
+    if krate == "torch" {
+        // `jit_cache.torch` beside Inductor's own caches (`torch.rs`).
+        return crate::torch::bench(&crate::venv::venv_path(), &args[1..]);
     }
     if krate == "python" {
         // Python's `jit_cache` beside the Rust library and pure-Python peers (`python.rs`).
-        return crate::python::bench(&crate::python::venv_path(), &paths.nvcc, &args[1..]);
+        return crate::python::bench(&crate::venv::venv_path(), &paths.nvcc, &args[1..]);
     }
     let bench_name = krate.replace('-', "_");
     // The jit-cache bench times the `jit-cache` binary too, so it belongs to the CLI's crate.

@@ -26,7 +26,7 @@ pub enum Build {
     /// Release binaries (`cargo xtask crash-test`: long runs go faster).
     Release,
     /// The debug binaries of the test step, built with its package and feature selection
-    /// (`test::workspace_selection`), so that Cargo finds them built and fresh.
+    /// (`selection::workspace_selection`), so that Cargo finds them built and fresh.
     Tests,
 }
 
@@ -41,7 +41,7 @@ fn built(build: Build, package: &str, binary: &str) -> Result<PathBuf> {
             run_checked(
                 cargo()
                     .args(["build"])
-                    .args(crate::test::workspace_selection())
+                    .args(crate::selection::workspace_selection())
                     .args(["--bin", binary]),
             )?;
             Ok(target_dir().join("debug").join(binary))

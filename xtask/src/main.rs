@@ -8,18 +8,26 @@
 //! - `bench <crate>`: side-by-side benchmarks of one crate against its peers.
 //! - `crash-test`: kill -9 fault injection against the cache.
 //! - `gpu-check`: the GPU run (see `gpu_check.rs`).
+//! - `layers`: the module graph of every crate checked for import cycles and declared layers
+//!   (`layers.rs`; also a step of `test`).
 //! - `package-check`: `durable-fs`'s `.crate` built and run outside the workspace (also a step
 //!   of `test`).
+//! - `wheel`: the Python package's manylinux wheel, in `target/wheels` (see `wheel.rs`).
 
 mod bench;
 mod crash_test;
 mod demo;
 mod gpu_check;
+mod layers;
 mod package_check;
 mod python;
+mod selection;
 mod setup;
 mod test;
+mod torch;
 mod util;
+mod venv;
+mod wheel;
 
 use anyhow::{bail, Result};
 
@@ -35,8 +43,10 @@ fn main() -> Result<()> {
         "crash-test" => crash_test::run(&rest),
         "gpu-check" => gpu_check::run(&rest),
         "package-check" => package_check::run(),
+        "layers" => layers::run(&rest),
+        "wheel" => wheel::run(&rest),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check|package-check>");
+            println!("usage: cargo xtask <test|demo|setup|bench CRATE|crash-test|gpu-check|package-check|layers|wheel>");
             Ok(())
         }
         other => bail!("unknown xtask command `{other}` (try `cargo xtask help`)"),

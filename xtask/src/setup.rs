@@ -7,6 +7,7 @@
 //! - A second venv for the real-pipeline tests (`jit-cache-cli`'s `tests/all/pipelines.rs`):
 //!   torch and FlashInfer, under `target/pipelines-venv` unless `XTASK_PIPELINES_VENV` names
 //!   another place (`setup/pipelines.rs` says what and why). `--no-pipelines` leaves it out.
+//!   Over it, `target/torch-venv` for the Python package's torch tests (`python.rs`).
 //! - A Python venv holding maturin and pytest for the Python package (`crates/jit-cache-py`)
 //!   under `target/python-venv` unless `XTASK_PYTHON_VENV` names another place (`python.rs`).
 //! - One venv per earlier CUDA 13 release the suite runs on (`OTHER_RELEASES`: 13.0 and 13.3,
@@ -96,6 +97,8 @@ pub fn run(args: &[String]) -> Result<SetupPaths> {
             "setup: torch and FlashInfer for the pipeline tests: {}",
             venv.display()
         );
+        // The Python package's torch tests: a small venv over this one (`python.rs`).
+        crate::python::ensure_torch_venv(&venv)?;
     }
     crate::python::ensure_venv(python_program()?)?;
     ensure_weed()?;

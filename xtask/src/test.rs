@@ -2,15 +2,18 @@
 //!
 //! Steps, each timed: setup, `cargo fmt --check`, clippy with warnings denied (all features, then
 //! the production crates on their default features), rustdoc with warnings denied, the tests under
-//! nextest (or `cargo test` where nextest is absent), doctests, the Python package's pytest suite
-//! (`python.rs`), the packaged `durable-fs` built
+//! nextest (or `cargo test` where nextest is absent), doctests, the Python package (`python.rs`:
+//! its wheel built, smoke-tested without Rust and type-checked, then its pytest suite), the
+//! packaged `durable-fs` built
 //! and run outside the workspace (`package_check.rs`), the loom models in their own target
 //! directory, and quick crash-test, race and power-loss runs (on the debug binaries the test step
 //! built). The production crates' never-guesses, release and pipeline tests run again on each
 //! earlier CUDA 13 release setup installs (13.0, 13.3); `cargo xtask test --releases` runs all
 //! their tests there. `--from STEP` skips the steps before the first whose name starts with STEP.
 //!
-//! The production crates (`PRODUCTION_CRATES`) are tested on their own: the test-support crates
+//! The module graph check (`layers.rs`, also `cargo xtask layers`) runs first after setup.
+//!
+//! The production crates (`selection.rs`) are tested on their own: the test-support crates
 //! switch on `jit-cache/failpoints`, and Cargo's feature unification would carry it into any build
 //! that selects them too. So the workspace run (all features) leaves them out, one run tests them on
 //! their default features (what users get), and one runs only their tests that need the failpoints
@@ -19,6 +22,7 @@
 //! their skips into a failure: a test these machines can run must run.
 
 use crate::crash_test::Build;
+use crate::selection::{production_packages, workspace_selection};
 use crate::util;
 use anyhow::{bail, Result};
 use std::process::Command;
@@ -27,10 +31,6 @@ use std::time::{Duration, Instant};
 /// Crates that carry loom models (`#[cfg(loom)]` tests); each is run with `--cfg loom`.
 const LOOM_CRATES: &[&str] = &["durable-fs", "jit-cache", "direct-io"];
 
-/// The cache and its command line, built and tested without the test-support crates so that
-/// feature unification cannot switch `jit-cache/failpoints` on.
-const PRODUCTION_CRATES: &[&str] = &["jit-cache", "jit-cache-cli"];
-
 /// The production crates' tests that need jit-cache's failpoints: a name filter, and the feature.
 const FAILPOINT_TESTS: &str = "failpoint";
 const FAILPOINT_FEATURES: &str = "jit-cache/failpoints,jit-cache-cli/failpoints";
@@ -38,29 +38,6 @@ const FAILPOINT_FEATURES: &str = "jit-cache/failpoints,jit-cache-cli/failpoints"
 /// The production tests run on every other CUDA 13 release (a name filter): the never-guesses
 /// tests, the release check, DeepGEMM's command lines and CMake's build.
 const RELEASE_TESTS: &str = "never_guesses|releases::|fresh_uuid|pipelines_cmake";
-
-/// `-p <crate>` for each production crate.
-fn production_packages() -> Vec<&'static str> {
-    PRODUCTION_CRATES
-        .iter()
-        .flat_map(|krate| ["-p", krate])
-        .collect()
-}
-
-/// `--exclude <crate>` for each production crate.
-fn production_excluded() -> Vec<&'static str> {
-    PRODUCTION_CRATES
-        .iter()
-        .flat_map(|krate| ["--exclude", krate])
-        .collect()
-}
-
-/// The workspace test step's selection: every crate but the production ones, all features.
-pub fn workspace_selection() -> Vec<&'static str> {
-    let mut selection = vec!["--workspace", "--all-features"];
-    selection.extend(production_excluded());
-    selection
-}
 
 /// A test run under nextest, or `cargo test` where nextest is absent: `selection` picks packages
 /// and features, `filter` (a substring of the test's name) narrows the tests.
@@ -123,6 +100,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let Some(nvcc) = nvcc else {
         bail!("setup produced no nvcc")
     };
+    // Cheap, so first: no import cycle in any crate, and declared layers kept.
+    step("layers", &mut || crate::layers::run(&[]))?;
 
     if !quick {
         step("fmt", &mut || {
@@ -203,7 +182,7 @@ pub fn run(args: &[String]) -> Result<()> {
     })?;
     // The Python package (issue 22): built into its venv, its pytest suite run there.
     step("python", &mut || {
-        crate::python::test(&crate::python::venv_path(), &nvcc)
+        crate::python::test(&crate::venv::venv_path(), &nvcc)
     })?;
     // durable-fs is adopted on its own: its .crate must build and run outside the workspace.
     step("package durable-fs", &mut crate::package_check::run)?;

@@ -49,4 +49,4 @@ pub use content::{
 };
 pub use report::CheckReport;
 pub use rng::Rng;
-pub use trace::{analyze, parse, Event, TraceFindings};
+pub use trace::{analyze, analyze_across_hosts, parse, Event, TraceFindings};

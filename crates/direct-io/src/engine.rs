@@ -1,11 +1,11 @@
 //! Two engines behind one interface, io_uring and a pool of `pread` threads, and the automatic
 //! choice between them with its reason recorded.
 
+use crate::op::{Done, Op};
 use crate::threads::ThreadPool;
 use crate::uring::UringBackend;
 use crate::Error;
 use std::fmt;
-use std::os::fd::RawFd;
 
 /// Which engine performs reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,27 +94,6 @@ impl fmt::Display for EngineReason {
             }
         }
     }
-}
-
-/// One read request handed to an engine. `buf` must stay valid, unmoved and untouched by
-/// anyone else until the completion with the same `tag` has been returned.
-pub(crate) struct Op {
-    pub(crate) fd: RawFd,
-    pub(crate) offset: u64,
-    pub(crate) buf: *mut u8,
-    pub(crate) len: usize,
-    pub(crate) tag: usize,
-    pub(crate) fixed: Option<u16>,
-}
-
-// SAFETY: an Op is a request for exclusive use of its buffer until completion; the submitter
-// guarantees that exclusivity (see Op), so moving it to a reader thread is sound.
-unsafe impl Send for Op {}
-
-/// A finished read: the bytes read or the error.
-pub(crate) struct Done {
-    pub(crate) tag: usize,
-    pub(crate) result: std::io::Result<usize>,
 }
 
 enum Backend {

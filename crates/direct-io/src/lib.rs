@@ -66,6 +66,7 @@ mod cuda;
 mod engine;
 mod error;
 mod file;
+mod op;
 mod plan;
 mod safetensors;
 mod stream;

@@ -1,8 +1,9 @@
 //! Streaming byte ranges through a ring of slot buffers into a sink whose copies may finish
 //! later (device copies): a slot is refilled only after the sink says its copy finished.
 
-use crate::engine::{Engine, EngineKind, Op};
+use crate::engine::{Engine, EngineKind};
 use crate::file::{DirectFile, ReadMode};
+use crate::op::Op;
 use crate::plan::{plan, ByteRange, Window};
 use crate::{AlignedBuf, Error, SinkError};
 use std::collections::VecDeque;

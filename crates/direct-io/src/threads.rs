@@ -1,6 +1,6 @@
 //! The thread-pool engine: workers that each issue `pread` for one request at a time.
 
-use crate::engine::{Done, Op};
+use crate::op::{Done, Op};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;

@@ -1,7 +1,7 @@
 //! The io_uring engine: a ring of `queue_depth` entries, optional registered buffers, and a
 //! thread pool for operations the ring does not support (EOPNOTSUPP).
 
-use crate::engine::{Done, Op};
+use crate::op::{Done, Op};
 use crate::threads::ThreadPool;
 use io_uring::{opcode, types, IoUring};
 use std::collections::HashMap;

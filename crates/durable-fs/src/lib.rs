@@ -106,6 +106,7 @@ mod batch;
 mod create_dir;
 mod error;
 mod flush;
+mod fnv;
 mod fsync;
 mod host;
 mod lock;
@@ -124,7 +125,7 @@ pub use create_dir::{create_dir_all_durable, DirMode};
 pub use error::{Error, Result};
 pub use flush::{Flush, FlushStrategy};
 pub use fsync::{fsync_dir, fsync_parent, fsync_path, fsync_tree};
-pub use host::{host_id, temp_name_host, HOST_ID_ENV};
+pub use host::{host_id, HOST_ID_ENV};
 pub use lock::{
     lock, lock_file_for_key, prepare_fork, try_lock, ForkPrepared, LockGuard, LockMode, Wait,
 };
@@ -134,7 +135,7 @@ pub use rename::{atomic_rename, exchange, rename_noreplace, PublishOutcome};
 pub use staging::StagingDir;
 pub use staging_batch::{StagingBatch, StagingBatchReport};
 pub use sweep::{sweep, SweepPolicy, SweepReport};
-pub use temp_name::{is_temp_name, temp_name, TEMP_PREFIX};
+pub use temp_name::{is_temp_name, temp_name, temp_name_host, TEMP_PREFIX};
 
 /// Test seams (feature `test-seams`, off by default): not part of the API, no stability promise.
 #[cfg(feature = "test-seams")]

@@ -11,7 +11,7 @@ use rustix::fs::{FlockOperation, Mode, OFlags, CWD};
 use rustix::io::Errno;
 
 use crate::error::{Error, Result};
-use crate::temp_name::fnv1a_fresh;
+use crate::fnv::fnv1a_fresh;
 
 /// Which lock to take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, RenameFlags, CWD};
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, CWD};
 use rustix::io::Errno;
 
 use crate::error::{Error, Result};
@@ -45,6 +45,8 @@ pub fn atomic_rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()>
 ///   cannot be hard-linked, with a plain `rename`, which replaces only an absent or empty
 ///   directory: `ENOTEMPTY` or `EEXIST` mean the target existed. In this fallback an existing
 ///   *empty* directory at `to` is replaced.
+/// - ESTALE with the target there is a lost race too: on NFS a directory another host renamed to
+///   the target can be cached here under its old name, and the rename's lookup gives ESTALE.
 /// - After a publish, the parents are fsynced as in [`atomic_rename`].
 pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<PublishOutcome> {
     let (from, to) = (from.as_ref(), to.as_ref());
@@ -55,6 +57,22 @@ pub fn rename_noreplace(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<
     Ok(outcome)
 }
 
+/// After a rename that failed with ESTALE, whether its target is there: then the rename lost the
+/// race. On NFS (and FUSE) a directory another host renamed to the target may still be cached
+/// here under its old name; the target's lookup, made under the rename lock, cannot move that
+/// alias and gives ESTALE where a lookup of its own finds the directory. A rename that must not
+/// replace the target would have answered EEXIST. The target is opened, not stated: the ESTALE
+/// may instead be a target another host removed, which a cached `stat` still shows, while an
+/// open asks the server (close-to-open) and looks the name up again when the handle is stale.
+fn target_is_there(to: &Path) -> bool {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    match rustix::fs::open(to, flags, Mode::empty()) {
+        Ok(_) => true,
+        // A symlink, or a file this process may not read, is there too.
+        Err(e) => e == Errno::LOOP || e == Errno::ACCESS,
+    }
+}
+
 /// [`rename_noreplace`] without the parents' fsyncs: for a caller that makes many renames durable
 /// with one flush afterwards (`StagingBatch`).
 pub(crate) fn rename_noreplace_unflushed(from: &Path, to: &Path) -> Result<PublishOutcome> {
@@ -63,6 +81,7 @@ pub(crate) fn rename_noreplace_unflushed(from: &Path, to: &Path) -> Result<Publi
             Ok(()) => return Ok(PublishOutcome::Published),
             Err(Errno::EXIST) => return Ok(PublishOutcome::AlreadyExisted),
             Err(e) if sys::is_unsupported_flag(e) => {}
+            Err(Errno::STALE) if target_is_there(to) => return Ok(PublishOutcome::AlreadyExisted),
             Err(e) => return Err(Error::two("rename without replacing", from, to, e)),
         }
     }

@@ -1,9 +1,12 @@
-//! Temp names unique across threads, processes, PID namespaces and hosts sharing a filesystem.
+//! Temp names unique across threads, processes, PID namespaces and hosts sharing a filesystem,
+//! and reading the host back out of one.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+
+use crate::fnv::fnv1a;
+use crate::host::host_id;
 
 /// The prefix of every temp name this crate makes; [`crate::sweep`] touches nothing else.
 pub const TEMP_PREFIX: &str = ".dfs-tmp.";
@@ -63,6 +66,18 @@ pub fn is_temp_name(name: &OsStr) -> bool {
     hex16(random) && hex16(host) && decimal(counter) && decimal(pid)
 }
 
+/// The host id recorded in a temp name (a bare file name) that [`temp_name`] made, or `None` for
+/// any other name.
+pub fn temp_name_host(name: &OsStr) -> Option<u64> {
+    if !is_temp_name(name) {
+        return None;
+    }
+    let rest = name.as_bytes().strip_prefix(TEMP_PREFIX.as_bytes())?;
+    // `<stem>.<host>.<pid>.<counter>.<random>`: the host is the fourth field from the end.
+    let host = rest.rsplitn(5, |&b| b == b'.').nth(3)?;
+    u64::from_str_radix(std::str::from_utf8(host).ok()?, 16).ok()
+}
+
 /// 64 bits from the OS random source; on the rare failure, a mix of the clock and the counter,
 /// which still differs per call (O_EXCL catches the remaining collisions).
 fn random_u64() -> u64 {
@@ -74,38 +89,6 @@ fn random_u64() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     fnv1a(&nanos.to_le_bytes(), COUNTER.load(Ordering::Relaxed))
-}
-
-/// A stable id of this host: machine id (or boot id) and node name, hashed.
-pub(crate) fn host_id() -> u64 {
-    static HOST: OnceLock<u64> = OnceLock::new();
-    *HOST.get_or_init(|| {
-        // Tests that simulate several hosts on one machine set their own (see `host.rs`).
-        if let Some(id) = crate::host::host_id_override() {
-            return id;
-        }
-        let machine = std::fs::read("/etc/machine-id")
-            .or_else(|_| std::fs::read("/proc/sys/kernel/random/boot_id"))
-            .unwrap_or_default();
-        let uname = rustix::system::uname();
-        let h = fnv1a(b"durable-fs host id v1\0", FNV_OFFSET);
-        let h = fnv1a(&machine, h);
-        fnv1a(uname.nodename().to_bytes(), fnv1a(b"\0", h))
-    })
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a, 64 bits, continuing from `state`; used only where a stable, dependency-free hash of a
-/// few bytes is enough (host id, lock buckets), never for content identity.
-pub(crate) fn fnv1a(bytes: &[u8], state: u64) -> u64 {
-    bytes.iter().fold(state, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-pub(crate) fn fnv1a_fresh(bytes: &[u8]) -> u64 {
-    fnv1a(bytes, FNV_OFFSET)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -140,6 +123,15 @@ mod tests {
                 "{not_ours} is not a temp name"
             );
         }
+    }
+
+    #[test]
+    fn the_host_field_of_our_own_names_is_our_host_id() {
+        let name = temp_name("staging");
+        assert_eq!(temp_name_host(&name), Some(host_id()), "{name:?}");
+        assert_eq!(temp_name_host(OsStr::new("kernel.cubin")), None);
+        let foreign = ".dfs-tmp.staging.00000000000000ab.12.0.0123456789abcdef";
+        assert_eq!(temp_name_host(OsStr::new(foreign)), Some(0xab));
     }
 
     #[test]

@@ -129,6 +129,7 @@ mod imp {
     pub(crate) mod arch;
     pub(crate) mod decode;
     pub(crate) mod filter;
+    pub(crate) mod handle;
     pub(crate) mod hook;
     pub(crate) mod look;
     pub(crate) mod memory;
@@ -148,7 +149,8 @@ mod imp {
 mod imp;
 
 pub use error::Error;
+pub use imp::handle::TraceHandle;
 pub use imp::probe::probe;
-pub use imp::tracer::{TraceHandle, Tracer};
+pub use imp::tracer::Tracer;
 pub use support::{Support, SyncWakeUp, Unsupported};
 pub use trace::{Attr, End, Errno, Event, Found, Gap, GapReason, Op, Timestamp, Trace};

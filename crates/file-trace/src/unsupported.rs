@@ -13,13 +13,35 @@ pub(crate) mod probe {
     }
 }
 
-pub(crate) mod tracer {
+pub(crate) mod handle {
     use crate::error::Error;
-    use crate::support::{Support, SyncWakeUp, Unsupported};
     use crate::trace::Trace;
     use std::convert::Infallible;
-    use std::process::{Child, Command};
     use std::time::Duration;
+
+    /// A running trace's supervisor; never constructed on this platform.
+    #[derive(Debug)]
+    pub struct TraceHandle {
+        never: Infallible,
+    }
+
+    impl TraceHandle {
+        /// Ends the trace and returns it.
+        ///
+        /// # Errors
+        /// Never returns on this platform.
+        pub fn finish(self, _grace: Duration) -> Result<Trace, Error> {
+            match self.never {}
+        }
+    }
+}
+
+pub(crate) mod tracer {
+    use super::handle::TraceHandle;
+    use crate::error::Error;
+    use crate::support::{Support, SyncWakeUp, Unsupported};
+    use std::convert::Infallible;
+    use std::process::{Child, Command};
 
     /// Starts programs traced; never constructed on this platform.
     #[derive(Clone, Debug)]
@@ -49,22 +71,6 @@ pub(crate) mod tracer {
         /// # Errors
         /// Never returns on this platform.
         pub fn spawn(&self, _command: &mut Command) -> Result<(Child, TraceHandle), Error> {
-            match self.never {}
-        }
-    }
-
-    /// A running trace's supervisor; never constructed on this platform.
-    #[derive(Debug)]
-    pub struct TraceHandle {
-        never: Infallible,
-    }
-
-    impl TraceHandle {
-        /// Ends the trace and returns it.
-        ///
-        /// # Errors
-        /// Never returns on this platform.
-        pub fn finish(self, _grace: Duration) -> Result<Trace, Error> {
             match self.never {}
         }
     }

@@ -5,8 +5,8 @@
 //! Each measured read starts cold for that file: it is fsynced and dropped from the page cache with
 //! `posix_fadvise(POSIX_FADV_DONTNEED)`, which touches only this file (no machine-wide setting).
 
+use crate::args::Args;
 use crate::table::Table;
-use crate::Args;
 use anyhow::{bail, Context, Result};
 use direct_io::{
     CachePolicy, Checkpoint, CudaSink, Engine, EngineChoice, EngineConfig, RingConfig,

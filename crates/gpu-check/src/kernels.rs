@@ -1,7 +1,7 @@
 //! Kernels: build through jit-cache (cold, then hits), load with cudarc, launch, check on the CPU.
 
+use crate::args::Args;
 use crate::table::Table;
-use crate::Args;
 use anyhow::{Context, Result};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use jit_cache::{Cache, CacheOptions, KernelSpec, Outcome};

@@ -13,46 +13,13 @@
 //!
 //! Usage: `gpu-check --kernels DIR [--work DIR] [--checkpoint-gib N] [--out DIR]`.
 
+mod args;
 mod checkpoint;
 mod kernels;
 mod recovery;
 mod table;
 
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
-
-/// Parsed command line.
-pub struct Args {
-    kernels: PathBuf,
-    work: PathBuf,
-    checkpoint_gib: f64,
-    out: Option<PathBuf>,
-}
-
-fn parse_args() -> Result<Args> {
-    let mut args = std::env::args().skip(1);
-    let mut kernels = None;
-    let mut work = std::env::temp_dir().join("gpu-check");
-    let mut checkpoint_gib = 4.0;
-    let mut out = None;
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--kernels" => kernels = Some(PathBuf::from(value()?)),
-            "--work" => work = PathBuf::from(value()?),
-            "--checkpoint-gib" => checkpoint_gib = value()?.parse().context("--checkpoint-gib takes a number")?,
-            "--out" => out = Some(PathBuf::from(value()?)),
-            other => bail!("unknown argument `{other}`; usage: gpu-check --kernels DIR [--work DIR] [--checkpoint-gib N] [--out DIR]"),
-        }
-    }
-    let kernels = kernels.context("--kernels DIR is required (the example kernels)")?;
-    Ok(Args {
-        kernels,
-        work,
-        checkpoint_gib,
-        out,
-    })
-}
 
 fn main() -> std::process::ExitCode {
     if std::env::args().nth(1).as_deref() == Some(recovery::CHILD_FLAG) {
@@ -72,7 +39,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<bool> {
-    let args = parse_args()?;
+    let args = args::parse()?;
     if !jit_cache::cuda::cuda_available() {
         bail!(
             "no CUDA driver here (libcuda.so.1 cannot be loaded): run gpu-check on a GPU machine"

@@ -5,8 +5,8 @@
 //! directory. The parent waits for its announcement, kills it with SIGKILL, and builds the same
 //! kernel: it must neither wait on the dead lock nor fail.
 
+use crate::args::Args;
 use crate::table::Table;
-use crate::Args;
 use anyhow::{bail, Context, Result};
 use jit_cache::{Cache, CacheOptions, KernelSpec, Outcome};
 use std::io::{BufRead, BufReader};

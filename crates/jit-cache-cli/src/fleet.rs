@@ -3,13 +3,13 @@
 //! alone: a build system that runs `nvcc` passes no flag of ours).
 
 /// The remote tier from `JIT_CACHE_REMOTE*`, with `url` and `mode` overriding them
-/// (`jit-cache-remote` chooses the tier by the URL). A remote that cannot be configured is a
+/// (`jit-cache-fleet` chooses the tier by the URL). A remote that cannot be configured is a
 /// warning, never a failed build.
 pub(crate) fn remote(
     url: Option<&String>,
     mode: Option<jit_cache::RemoteMode>,
 ) -> Option<jit_cache::Remote> {
-    let configured = jit_cache_redis::RemoteSettings::from_env()
+    let configured = jit_cache_fleet::RemoteSettings::from_env()
         .map_err(|e| e.to_string())
         .and_then(|mut settings| {
             if let Some(url) = url {
@@ -18,7 +18,7 @@ pub(crate) fn remote(
             if let Some(mode) = mode {
                 settings.mode = Some(mode);
             }
-            jit_cache_remote::remote(settings).map_err(|e| e.to_string())
+            jit_cache_fleet::remote(settings).map_err(|e| e.to_string())
         });
     configured.unwrap_or_else(|e| {
         eprintln!("jit-cache: warning: no remote cache: {e}");

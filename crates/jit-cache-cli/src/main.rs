@@ -7,7 +7,9 @@ mod fleet;
 mod launcher;
 mod out;
 mod pack;
+mod real_nvcc;
 mod shim;
+mod shim_marker;
 
 use args::{Cli, Command, SpecArgs};
 use clap::Parser;
@@ -124,7 +126,7 @@ fn run(cli: &Cli) -> Result<u8, Error> {
                 let launcher: serde_json::Map<String, serde_json::Value> =
                     launcher::counts(cache.root())
                         .into_iter()
-                        .map(|(line, count)| (line, count.into()))
+                        .map(|(line, count)| (line.to_string(), count.into()))
                         .collect();
                 say!(
                     "{}",

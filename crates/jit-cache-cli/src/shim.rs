@@ -17,11 +17,11 @@
 //! (`durable_fs::StagingDir::commit_replace`, fsynced before and after), so a reader sees the
 //! old shim or the new one. DIR must be absent, empty or a shim: anything else is refused.
 //!
-//! The real nvcc is found as the launcher finds it (`NVCC`, `CUDA_HOME/bin/nvcc`, ..., `PATH`),
-//! and a shim's own `bin/nvcc` found there stands for the nvcc it records (`recorded_nvcc`), so
-//! a rerun with `CUDA_HOME` naming the shim records the same real nvcc, never the shim itself.
+//! The real nvcc is found as the launcher finds it (`real_nvcc.rs`: `NVCC`, `CUDA_HOME/bin/nvcc`,
+//! ..., `PATH`), and a shim's own `bin/nvcc` found there stands for the nvcc it records
+//! (`shim_marker.rs`), so a rerun with `CUDA_HOME` naming the shim records the same real nvcc,
+//! never the shim itself.
 
-use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -30,12 +30,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::out::say;
-
-/// The file in a shim's directory that says it is one and what its `bin/nvcc` runs.
-pub(crate) const MARKER: &str = ".jit-cache-shim";
-
-/// The marker's first line; a later format gets another.
-const MARKER_HEADER: &[u8] = b"jit-cache shim 1";
+use crate::shim_marker::{recorded_nvcc, Record, MARKER};
 
 /// Exit statuses, as `main.rs` documents them.
 const EXIT_USAGE: u8 = 2;
@@ -104,59 +99,6 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// What a marker records.
-#[derive(Debug, PartialEq)]
-struct Record {
-    /// The real nvcc, canonical.
-    nvcc: PathBuf,
-    /// This binary when the shim was made.
-    launcher: PathBuf,
-}
-
-impl Record {
-    fn render(&self) -> Vec<u8> {
-        let mut text = MARKER_HEADER.to_vec();
-        for (name, path) in [("nvcc", &self.nvcc), ("launcher", &self.launcher)] {
-            text.push(b'\n');
-            text.extend_from_slice(name.as_bytes());
-            text.push(b' ');
-            text.extend_from_slice(path.as_os_str().as_bytes());
-        }
-        text.push(b'\n');
-        text
-    }
-
-    fn parse(text: &[u8]) -> Option<Record> {
-        let mut lines = text.split(|&b| b == b'\n');
-        if lines.next()? != MARKER_HEADER {
-            return None;
-        }
-        let mut field = |name: &str| -> Option<PathBuf> {
-            let line = lines.next()?;
-            let value = line.strip_prefix(name.as_bytes())?.strip_prefix(b" ")?;
-            (!value.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(value)))
-        };
-        Some(Record {
-            nvcc: field("nvcc")?,
-            launcher: field("launcher")?,
-        })
-    }
-}
-
-/// When `nvcc` is a shim's `bin/nvcc` (through any symlinks), the real nvcc its marker records.
-/// The launcher asks this of the nvcc it found, so that a shim on `PATH` or as
-/// `$CUDA_HOME/bin/nvcc` never runs the launcher over itself.
-pub(crate) fn recorded_nvcc(nvcc: &Path) -> Option<PathBuf> {
-    let nvcc = std::fs::canonicalize(nvcc).ok()?;
-    let bin = nvcc.parent()?;
-    if nvcc.file_name()? != "nvcc" || bin.file_name()? != "bin" {
-        return None;
-    }
-    let root = bin.parent()?;
-    let text = std::fs::read(root.join(MARKER)).ok()?;
-    Record::parse(&text).map(|record| record.nvcc)
-}
-
 /// Runs `jit-cache shim DIR`: prints the shim's directory (or a JSON document) and returns the
 /// exit status; an error is said on stderr (or as JSON).
 pub(crate) fn run(json: bool, dir: &Path) -> u8 {
@@ -209,7 +151,7 @@ fn make(dir: &Path) -> Result<Made, Error> {
     };
     check_target(&dir).map_err(refused)?;
 
-    let found = crate::launcher::real_nvcc(None).map_err(|why| Error::NoNvcc {
+    let found = crate::real_nvcc::find(None).map_err(|why| Error::NoNvcc {
         dir: dir.clone(),
         why,
     })?;
@@ -329,24 +271,6 @@ fn quote(path: &Path) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_marker_reads_back_what_it_records() {
-        let record = Record {
-            nvcc: PathBuf::from("/opt/cuda/bin/nvcc"),
-            launcher: PathBuf::from("/venv/bin/jit-cache"),
-        };
-        assert_eq!(
-            Record::parse(&record.render()),
-            Some(record),
-            "the marker round-trips"
-        );
-        assert_eq!(
-            Record::parse(b"something else\nnvcc /x\n"),
-            None,
-            "a file of another shape is no marker"
-        );
-    }
 
     #[test]
     fn a_quoted_path_is_one_shell_word() {

@@ -1,5 +1,6 @@
 //! `jit_cache.durable`: `put`, `Batch`, `fsync`, `fsync_dir`, `atomic_rename` and `lock`, over
 //! the `durable-fs` crate, with the GIL released around every write, fsync and lock wait.
+//! `Batch.commit`'s report is `BatchReport` in `_types.py`.
 
 use crate::errors;
 use crate::process::ForkOwned;
@@ -146,7 +147,7 @@ impl Batch {
         let out = PyDict::new(py);
         out.set_item("files", report.files)?;
         out.set_item("directories", report.directories)?;
-        out.set_item("strategy", format!("{:?}", report.strategy))?;
+        out.set_item("strategy", crate::states::flush_strategy(report.strategy)?)?;
         out.set_item("flushes", report.flushes)?;
         Ok(out)
     }

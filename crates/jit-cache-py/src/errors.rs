@@ -5,11 +5,15 @@
 //! everything else the cache reports.
 //!
 //! The exception classes are defined in Python (`jit_cache/_errors.py`) so that they are plain
-//! classes with documented attributes; this module only fills them.
+//! classes with documented, typed attributes and keyword constructors; this module imports each
+//! once, when `_native` is initialised, re-exports it, and raises it by its Rust type.
 
+use crate::states;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyType};
+use pyo3::PyTypeInfo;
 use std::io;
 use std::path::Path;
 
@@ -75,19 +79,53 @@ pub(crate) fn fingerprint(py: Python<'_>, error: &fingerprint::Error) -> PyErr {
     }
 }
 
-/// Makes an exception of one of `jit_cache._errors`' classes from a message and attributes.
-fn ours(py: Python<'_>, class: &str, message: String, attributes: &Bound<'_, PyDict>) -> PyErr {
-    let made = py
-        .import("jit_cache._errors")
-        .and_then(|m| m.getattr(class))
-        .and_then(|c| c.call((message,), Some(attributes)));
-    match made {
+/// The exception classes of `jit_cache/_errors.py`, as Rust types: each is imported once, when
+/// `_native` is initialised ([`register`]), and every raise uses that class object.
+mod classes {
+    pyo3::import_exception!(jit_cache._errors, Error);
+    pyo3::import_exception!(jit_cache._errors, CacheError);
+    pyo3::import_exception!(jit_cache._errors, BusyError);
+    pyo3::import_exception!(jit_cache._errors, PackError);
+    pyo3::import_exception!(jit_cache._errors, InvalidSpecError);
+    pyo3::import_exception!(jit_cache._errors, CompileError);
+}
+
+use classes::{BusyError, CacheError, CompileError, Error, InvalidSpecError, PackError};
+
+/// `jit_cache._errors.Diagnostic` (a dataclass, not an exception), imported once.
+static DIAGNOSTIC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn diagnostic_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    DIAGNOSTIC.import(py, "jit_cache._errors", "Diagnostic")
+}
+
+/// Imports the classes (so that a later reload of `jit_cache._errors` cannot make the classes
+/// raised differ from the ones `jit_cache` exports) and adds them to the module `_native`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    // Imported here with `?`: the type objects below then come from the import cache and
+    // cannot fail.
+    py.import("jit_cache._errors")?;
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("CacheError", py.get_type::<CacheError>())?;
+    m.add("BusyError", py.get_type::<BusyError>())?;
+    m.add("PackError", py.get_type::<PackError>())?;
+    m.add("InvalidSpecError", py.get_type::<InvalidSpecError>())?;
+    m.add("CompileError", py.get_type::<CompileError>())?;
+    m.add("Diagnostic", diagnostic_class(py)?)?;
+    Ok(())
+}
+
+/// An exception of class `T` from a message and its keyword attributes.
+fn raise<T: PyTypeInfo>(py: Python<'_>, message: String, attributes: &Bound<'_, PyDict>) -> PyErr {
+    match py.get_type::<T>().call((message,), Some(attributes)) {
         Ok(value) => PyErr::from_value(value),
         Err(e) => e,
     }
 }
 
-/// A cache error as `CompileError`, `InvalidSpecError` or `CacheError`.
+/// A cache error as `CompileError`, `InvalidSpecError`, `BusyError`, `PackError` or
+/// `CacheError`.
 pub(crate) fn cache(py: Python<'_>, error: &jit_cache::Error) -> PyErr {
     match build_cache_error(py, error) {
         Ok(err) => err,
@@ -99,43 +137,29 @@ fn build_cache_error(py: Python<'_>, error: &jit_cache::Error) -> PyResult<PyErr
     let attributes = PyDict::new(py);
     if let Some(failure) = error.compile_failure() {
         let diagnostics = PyList::empty(py);
-        let errors = py.import("jit_cache._errors")?;
-        let diagnostic = errors.getattr("Diagnostic")?;
+        let diagnostic = diagnostic_class(py)?;
         for d in &failure.diagnostics {
-            let severity = match d.severity {
-                nvcc::Severity::Fatal => "fatal",
-                nvcc::Severity::Error => "error",
-                nvcc::Severity::Warning => "warning",
-                nvcc::Severity::Note => "note",
-                _ => "other",
-            };
             let file = d.file.as_ref().map(|f| f.to_string_lossy().into_owned());
+            let severity = states::severity(d.severity)?;
             diagnostics
                 .append(diagnostic.call1((file, d.line, d.column, severity, &d.message))?)?;
         }
-        let cause = match &failure.cause {
-            jit_cache::FailureCause::Source => "source",
-            jit_cache::FailureCause::Timeout { .. } => "timeout",
-            jit_cache::FailureCause::Signal { .. } => "signal",
-            jit_cache::FailureCause::Environment { .. } => "environment",
-            _ => "other",
-        };
         attributes.set_item("name", &failure.name)?;
         attributes.set_item("command", failure.command.clone())?;
         attributes.set_item("exit_code", failure.exit_code)?;
         attributes.set_item("diagnostics", diagnostics)?;
         attributes.set_item("stderr", &failure.stderr_tail)?;
-        attributes.set_item("cause", cause)?;
+        attributes.set_item("cause", states::cause(&failure.cause)?)?;
         attributes.set_item("from_record", failure.from_record)?;
-        return Ok(ours(py, "CompileError", failure.to_string(), &attributes));
+        return Ok(raise::<CompileError>(py, failure.to_string(), &attributes));
     }
-    let class = match error {
+    let raise_as: fn(Python<'_>, String, &Bound<'_, PyDict>) -> PyErr = match error {
         jit_cache::Error::InvalidSpec { .. }
         | jit_cache::Error::InvalidStoreKey { .. }
-        | jit_cache::Error::InvalidPackFilter { .. } => "InvalidSpecError",
-        jit_cache::Error::Busy { .. } => "BusyError",
-        jit_cache::Error::Pack { .. } => "PackError",
-        _ => "CacheError",
+        | jit_cache::Error::InvalidPackFilter { .. } => raise::<InvalidSpecError>,
+        jit_cache::Error::Busy { .. } => raise::<BusyError>,
+        jit_cache::Error::Pack { .. } => raise::<PackError>,
+        _ => raise::<CacheError>,
     };
     let mut inner = error;
     while let jit_cache::Error::Shared(shared) = inner {
@@ -179,5 +203,5 @@ fn build_cache_error(py: Python<'_>, error: &jit_cache::Error) -> PyResult<PyErr
         }
         _ => {}
     }
-    Ok(ours(py, class, error.to_string(), &attributes))
+    Ok(raise_as(py, error.to_string(), &attributes))
 }

@@ -2,7 +2,11 @@
 //! into an abi3 wheel (CPython 3.9 and later).
 //!
 //! The Python modules `jit_cache`, `jit_cache.durable` and `jit_cache.fingerprint` re-export
-//! what this module defines; `python/jit_cache/_native.pyi` types it.
+//! what this module defines; `python/jit_cache/_native.pyi` types it (with the `Literal`s and
+//! `TypedDict`s of `python/jit_cache/_types.py`), checked against it by `mypy.stubtest`.
+//!
+//! Modules are layers, each using only those listed after it: `store`, `cache`, `pack`, `spec`,
+//! `fingerprint`, `durable`, `errors`, `states`, `convert`, `blocking`, `process`.
 //!
 //! # Guarantees
 //! - The GIL is released around every write, fsync, lock wait, hash and compile: other Python
@@ -24,11 +28,14 @@
 
 mod blocking;
 mod cache;
+mod convert;
 mod durable;
 mod errors;
 mod fingerprint;
 mod pack;
 mod process;
+mod spec;
+mod states;
 mod store;
 
 use pyo3::prelude::*;
@@ -38,9 +45,11 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MANIFEST_FILE", fingerprint::MANIFEST_FILE)?;
+    errors::register(m)?;
     m.add_class::<cache::Cache>()?;
     m.add_class::<cache::Answer>()?;
-    m.add_class::<cache::Source>()?;
+    m.add_class::<spec::Source>()?;
+    m.add_class::<spec::KernelSpec>()?;
     m.add_function(wrap_pyfunction!(pack::list_pack, m)?)?;
     m.add_class::<store::Store>()?;
     m.add_class::<store::StoredEntry>()?;

@@ -1,8 +1,11 @@
 //! Kernel packs from Python: `Cache.export_pack`, `Cache.import_pack` (methods in `cache.rs`,
 //! which call the functions here) and `jit_cache.list_pack`. Reports are dicts, as the
-//! command's `--json` prints them; a damaged pack raises `jit_cache.PackError`.
+//! command's `--json` prints them (`ExportReport`, `ImportReport`, `PackEntry` in
+//! `_types.py`); a damaged pack raises `jit_cache.PackError`. This module uses `convert.rs`,
+//! never `cache.rs`: `cache.rs` is the layer above.
 
 use crate::blocking;
+use crate::convert::{strings, to_dict};
 use crate::errors;
 use jit_cache::{PackFilter, PackKind};
 use pyo3::exceptions::PyValueError;
@@ -20,10 +23,10 @@ pub(crate) fn filter(
     if let Some(glob) = name {
         filter = filter.name(glob);
     }
-    for arch in crate::cache::strings("arch", arch)? {
+    for arch in strings("arch", arch)? {
         filter = filter.arch(arch);
     }
-    for kind in crate::cache::strings("kind", kind)? {
+    for kind in strings("kind", kind)? {
         let parsed = PackKind::from_name(&kind).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "kind must be one of {}, not {kind:?}",
@@ -42,7 +45,7 @@ pub(crate) fn export<'py>(
     filter: PackFilter,
 ) -> PyResult<Bound<'py, PyAny>> {
     match blocking::run(py, move || cache.export_pack(&path, &filter))? {
-        Ok(report) => crate::cache::to_dict(py, &report),
+        Ok(report) => to_dict(py, &report),
         Err(e) => Err(errors::cache(py, &e)),
     }
 }
@@ -53,7 +56,7 @@ pub(crate) fn import<'py>(
     path: PathBuf,
 ) -> PyResult<Bound<'py, PyAny>> {
     match blocking::run(py, move || cache.import_pack(&path))? {
-        Ok(report) => crate::cache::to_dict(py, &report),
+        Ok(report) => to_dict(py, &report),
         Err(e) => Err(errors::cache(py, &e)),
     }
 }
@@ -63,7 +66,7 @@ pub(crate) fn import<'py>(
 #[pyfunction]
 pub(crate) fn list_pack<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
     match py.detach(|| jit_cache::list_pack(&path)) {
-        Ok(entries) => crate::cache::to_dict(py, &entries),
+        Ok(entries) => to_dict(py, &entries),
         Err(e) => Err(errors::cache(py, &e)),
     }
 }

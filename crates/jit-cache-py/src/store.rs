@@ -235,7 +235,8 @@ impl StoredEntry {
 
 /// The one producer of a stored entry: files written into its directory are published together
 /// by `commit`; `abandon` (or losing the last reference, or dying) publishes nothing and lets
-/// the next waiter produce.
+/// the next waiter produce. As a context manager it commits when the block ends normally and
+/// abandons when it raises.
 #[pyclass(module = "jit_cache._native", frozen)]
 pub(crate) struct Producer {
     /// Shared with a write in flight, which runs without this lock: a `commit` or `abandon`
@@ -252,6 +253,12 @@ impl Producer {
             key: producer.key().to_string(),
             producer: Mutex::new(ForkOwned::new(Some(Arc::new(producer)))),
         }
+    }
+
+    /// Whether this process may still commit or abandon it.
+    fn open(&self) -> bool {
+        let guard = self.producer.lock().unwrap_or_else(|p| p.into_inner());
+        guard.get().is_some_and(Option::is_some)
     }
 
     fn gone() -> PyErr {
@@ -316,6 +323,27 @@ impl Producer {
     fn abandon(&self) {
         let mut guard = self.producer.lock().unwrap_or_else(|p| p.into_inner());
         drop(guard.take());
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Commits when the block ended normally (unless it already committed or abandoned);
+    /// abandons when it raised. The committed entry is not kept: `Store.get` opens it.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc_value: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if exc_type.is_some_and(|t| !t.is_none()) {
+            self.abandon();
+        } else if self.open() {
+            drop(self.commit(py)?);
+        }
+        Ok(false)
     }
 
     fn __repr__(&self) -> String {

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import stat
 import subprocess
+import time
 from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -47,7 +50,7 @@ def slow_nvcc(tmp_path: Path, nvcc: str) -> str:
 
 
 @pytest.fixture
-def s3_env(tmp_path: Path):
+def s3_env(tmp_path: Path) -> Iterator[Dict[str, str]]:
     """A SeaweedFS S3 server of the test's own on loopback (``jit-cache-s3``'s test server,
     which ``cargo xtask test`` builds and names in ``JIT_CACHE_S3_TEST_SERVER``): yields the
     environment a client needs (``JIT_CACHE_REMOTE=s3://...``, ``AWS_*``); stopped after, by
@@ -94,7 +97,7 @@ def require_tool(name: str) -> str:
 
 
 @pytest.fixture
-def sigint_raises():
+def sigint_raises() -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt in this process for the test, whatever disposition the
     suite was started with: a background job of a non-interactive shell starts with SIGINT
     ignored, and Python then installs no handler of its own."""
@@ -104,7 +107,119 @@ def sigint_raises():
 
 
 @pytest.fixture
-def sigint_default():
+def sigint_default() -> Callable[[], object]:
     """A `preexec_fn` that gives a child process SIGINT's default disposition (its Python then
     installs the KeyboardInterrupt handler), for the same reason as `sigint_raises`."""
     return lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[Tuple[str, Path]]:
+    """A redis-server of the test's own on a Unix socket (no persistence), stopped after."""
+    server = require_tool("redis-server")
+    sock = tmp_path / "redis.sock"
+    proc = subprocess.Popen(
+        [server, "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.01)
+        yield f"redis+unix://{sock}", sock
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def redis_cli(sock: Path, *args: str) -> str:
+    cli = require_tool("redis-cli")
+    return subprocess.run([cli, "-s", str(sock), *args], capture_output=True, text=True, check=True).stdout
+
+
+class Hosts:
+    """Simulated NFS hosts sharing one export (``nfs-sim``: FUSE with NFS client semantics, each
+    host in its own mount namespace), driven through its ``nfs-sim-hosts`` binary."""
+
+    def __init__(self, proc: "subprocess.Popen[str]", root: Path, logs: Path) -> None:
+        self.proc, self.root, self.logs = proc, root, logs
+        self.next_id = 0
+        self.ended: Dict[int, Dict[str, Any]] = {}
+
+    def start(self, host: int, argv: List[str], env: Dict[str, str]) -> int:
+        self.next_id += 1
+        request = {
+            "id": self.next_id,
+            "host": host,
+            "argv": argv,
+            "env": {k: v for k, v in env.items() if k not in os.environ or os.environ[k] != v},
+            "stdout": str(self.logs / f"{self.next_id}.out"),
+            "stderr": str(self.logs / f"{self.next_id}.err"),
+        }
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self.next_id
+
+    def wait_ready(self, ids: List[int], limit: float = 300) -> None:
+        """Until each process printed ``ready`` (a bounded poll of their output files)."""
+        deadline = time.monotonic() + limit
+        for i in ids:
+            out = self.logs / f"{i}.out"
+            while not (out.exists() and out.read_text().startswith("ready")):
+                assert time.monotonic() < deadline, (self.logs / f"{i}.err").read_text()[-4000:]
+                time.sleep(0.01)
+
+    def reports(self, ids: List[int]) -> List[Any]:
+        """Waits for each process to end and returns its JSON report (its last line)."""
+        assert self.proc.stdout is not None
+        while not all(i in self.ended for i in ids):
+            line = self.proc.stdout.readline()
+            assert line, f"nfs-sim-hosts ended ({self.proc.wait()})"
+            ended = json.loads(line)
+            self.ended[ended["id"]] = ended
+        reports = []
+        for i in ids:
+            err = (self.logs / f"{i}.err").read_text()
+            assert self.ended[i].get("code") == 0, f"process {i}: {self.ended[i]}\n{err[-4000:]}"
+            reports.append(json.loads((self.logs / f"{i}.out").read_text().strip().splitlines()[-1]))
+        return reports
+
+
+@pytest.fixture
+def nfs_hosts(tmp_path: Path) -> Iterator[Hosts]:
+    """Two simulated NFS hosts (``cargo xtask test`` builds ``nfs-sim-hosts`` and names it in
+    ``JIT_CACHE_NFS_SIM_HOSTS``; it needs root and /dev/fuse, which these machines have)."""
+    helper = os.environ.get("JIT_CACHE_NFS_SIM_HOSTS")
+    assert helper and os.access(helper, os.X_OK), (
+        "JIT_CACHE_NFS_SIM_HOSTS must name nfs-sim's hosts binary "
+        "(cargo build -p nfs-sim --bin nfs-sim-hosts)"
+    )
+    logs = tmp_path / "host-logs"
+    logs.mkdir()
+    proc = subprocess.Popen(
+        [helper, "--hosts", "2", "--actimeo", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        root = None
+        for line in proc.stdout:
+            if line.startswith("root "):
+                root = Path(line[len("root "):].strip())
+            if line.strip() == "ready":
+                break
+        assert root is not None, f"nfs-sim-hosts did not start ({proc.poll()})"
+        yield Hosts(proc, root, logs)
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -10,6 +10,9 @@ import textwrap
 import threading
 import time
 
+from pathlib import Path
+from typing import Callable
+
 import pytest
 
 import jit_cache
@@ -18,7 +21,7 @@ from conftest import KERNEL
 HEADER_USER = '#include "tile.cuh"\nextern "C" __global__ void k(float* x) { x[threadIdx.x] *= TILE; }\n'
 
 
-def test_a_kernel_is_built_then_hit_with_its_bytes_and_a_pinned_path(cache):
+def test_a_kernel_is_built_then_hit_with_its_bytes_and_a_pinned_path(cache: jit_cache.Cache) -> None:
     first = cache.get_or_build(jit_cache.Source.text("scale.cu", KERNEL), arch="sm_90")
     assert first.outcome == "built" and first.reasons == [] and first.warning is None
     assert first.data[:4] == b"\x7fELF", "a cubin is an ELF file"
@@ -33,7 +36,7 @@ def test_a_kernel_is_built_then_hit_with_its_bytes_and_a_pinned_path(cache):
         closed.data  # a closed answer's pin and bytes are gone
 
 
-def test_a_header_edit_is_reported_in_reasons(cache, tmp_path):
+def test_a_header_edit_is_reported_in_reasons(cache: jit_cache.Cache, tmp_path: Path) -> None:
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "tile.cuh").write_text("#define TILE 64\n")
@@ -49,7 +52,7 @@ def test_a_header_edit_is_reported_in_reasons(cache, tmp_path):
     assert any("tile.cuh" in r for r in rebuilt.reasons), rebuilt.reasons
 
 
-def test_a_compile_error_raises_compile_error_with_diagnostics(cache):
+def test_a_compile_error_raises_compile_error_with_diagnostics(cache: jit_cache.Cache) -> None:
     bad = jit_cache.Source.text("bad.cu", 'extern "C" __global__ void k() { undeclared = 1; }\n')
     with pytest.raises(jit_cache.CompileError) as caught:
         cache.get_or_build(bad)
@@ -65,11 +68,11 @@ def test_a_compile_error_raises_compile_error_with_diagnostics(cache):
     assert isinstance(e, jit_cache.Error) and not isinstance(e, jit_cache.CacheError)
 
 
-def test_invalid_requests_and_roots_raise_typed_errors(cache, tmp_path):
+def test_invalid_requests_and_roots_raise_typed_errors(cache: jit_cache.Cache, tmp_path: Path) -> None:
     with pytest.raises(jit_cache.InvalidSpecError):
         cache.get_or_build(jit_cache.Source.text("k.cu", KERNEL), flags=["--no-such-option"])
     with pytest.raises(ValueError):
-        cache.get_or_build(jit_cache.Source.text("k.cu", KERNEL), kind="elf")
+        cache.get_or_build(jit_cache.Source.text("k.cu", KERNEL), kind="elf")  # type: ignore[arg-type]
     with pytest.raises(jit_cache.CacheError) as caught:
         cache.get_or_build(tmp_path / "missing.cu")
     assert caught.value.path and caught.value.path.endswith("missing.cu"), caught.value.path
@@ -80,7 +83,7 @@ def test_invalid_requests_and_roots_raise_typed_errors(cache, tmp_path):
     assert unsafe.value.path, "the refused root is named"
 
 
-def test_build_many_stats_gc_and_verify(cache):
+def test_build_many_stats_gc_and_verify(cache: jit_cache.Cache) -> None:
     results = cache.build_many(
         [
             {"source": jit_cache.Source.text("a.cu", KERNEL), "defines": ["A=1"]},
@@ -100,11 +103,11 @@ def test_build_many_stats_gc_and_verify(cache):
     assert cache.stats()["entries"] == 0
 
 
-def test_other_python_threads_run_while_a_kernel_compiles(cache):
+def test_other_python_threads_run_while_a_kernel_compiles(cache: jit_cache.Cache) -> None:
     ticks = 0
     stop = threading.Event()
 
-    def count():
+    def count() -> None:
         nonlocal ticks
         while not stop.is_set():
             ticks += 1
@@ -121,8 +124,10 @@ def test_other_python_threads_run_while_a_kernel_compiles(cache):
 
 
 def test_ctrl_c_in_the_main_thread_interrupts_a_compile_and_publishes_nothing_wrong(
-    tmp_path, slow_nvcc, sigint_raises
-):
+    tmp_path: Path,
+    slow_nvcc: str,
+    sigint_raises: None
+) -> None:
     cache = jit_cache.Cache(tmp_path / "cache", nvcc=slow_nvcc)
     src = jit_cache.Source.text("slow.cu", KERNEL)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
@@ -140,8 +145,10 @@ def test_ctrl_c_in_the_main_thread_interrupts_a_compile_and_publishes_nothing_wr
 
 
 def test_ctrl_c_interrupts_a_compile_in_a_child_process_within_a_second(
-    tmp_path, slow_nvcc, sigint_default
-):
+    tmp_path: Path,
+    slow_nvcc: str,
+    sigint_default: Callable[[], object]
+) -> None:
     root = tmp_path / "cache"
     script = textwrap.dedent(
         f"""
@@ -158,6 +165,7 @@ def test_ctrl_c_interrupts_a_compile_in_a_child_process_within_a_second(
         text=True,
         preexec_fn=sigint_default,
     )
+    assert child.stdout is not None
     assert child.stdout.readline().strip() == "waiting"
     time.sleep(1.0)  # inside the 3 s compile
     sent = time.monotonic()

@@ -13,12 +13,15 @@ import textwrap
 import threading
 import time
 
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
 import pytest
 
 from jit_cache import durable
 
 
-def test_put_accepts_str_and_pathlike_paths_and_bytes_like_data(tmp_path):
+def test_put_accepts_str_and_pathlike_paths_and_bytes_like_data(tmp_path: Path) -> None:
     durable.put(str(tmp_path / "a"), b"bytes")
     durable.put(tmp_path / "b", bytearray(b"bytearray"))
     durable.put(pathlib.PurePosixPath(tmp_path / "c"), memoryview(b"memoryview"))
@@ -28,25 +31,26 @@ def test_put_accepts_str_and_pathlike_paths_and_bytes_like_data(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".dfs-tmp")] == [], "no temp left"
 
 
-def test_put_sets_the_mode_asked_for(tmp_path):
+def test_put_sets_the_mode_asked_for(tmp_path: Path) -> None:
     durable.put(tmp_path / "run.sh", b"#!/bin/sh\n", mode=0o750)
     assert (tmp_path / "run.sh").stat().st_mode & 0o777 == 0o750
 
 
-def test_put_refuses_text_and_integers(tmp_path):
+def test_put_refuses_text_and_integers(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         durable.put(tmp_path / "x", "text")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         durable.put(tmp_path / "x", 3)  # type: ignore[arg-type]
 
 
-def test_errors_are_oserror_subclasses_with_errno_operation_and_path(tmp_path):
+def test_errors_are_oserror_subclasses_with_errno_operation_and_path(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dir" / "f"
     with pytest.raises(FileNotFoundError) as caught:
         durable.put(missing, b"x")
     e = caught.value
     assert e.errno == errno.ENOENT, "errno is the OS's"
-    assert isinstance(e.operation, str) and e.operation, "the operation is named"
+    operation = getattr(e, "operation")  # set by jit_cache on the OSError it raises
+    assert isinstance(operation, str) and operation, "the operation is named"
     assert "no-such-dir" in e.filename, f"the path is named: {e.filename!r}"
     with pytest.raises(FileNotFoundError) as caught:
         durable.atomic_rename(tmp_path / "absent", tmp_path / "dst")
@@ -56,7 +60,7 @@ def test_errors_are_oserror_subclasses_with_errno_operation_and_path(tmp_path):
         durable.fsync_dir(tmp_path / "file" / "x")
 
 
-def test_fsync_dir_and_atomic_rename_replace_the_target(tmp_path):
+def test_fsync_dir_and_atomic_rename_replace_the_target(tmp_path: Path) -> None:
     (tmp_path / "src").write_bytes(b"new")
     (tmp_path / "dst").write_bytes(b"old")
     durable.atomic_rename(tmp_path / "src", tmp_path / "dst")
@@ -65,7 +69,7 @@ def test_fsync_dir_and_atomic_rename_replace_the_target(tmp_path):
     assert (tmp_path / "dst").read_bytes() == b"new" and not (tmp_path / "src").exists()
 
 
-def test_batch_commits_on_exit_with_two_flushes_or_per_file(tmp_path):
+def test_batch_commits_on_exit_with_two_flushes_or_per_file(tmp_path: Path) -> None:
     with durable.Batch() as b:
         for i in range(100):
             b.put(tmp_path / f"part-{i}", bytes([i]) * 4096)
@@ -79,7 +83,7 @@ def test_batch_commits_on_exit_with_two_flushes_or_per_file(tmp_path):
         report.commit()
 
 
-def test_a_batch_whose_block_raises_publishes_nothing_and_leaves_no_temp(tmp_path):
+def test_a_batch_whose_block_raises_publishes_nothing_and_leaves_no_temp(tmp_path: Path) -> None:
     (tmp_path / "kept").write_bytes(b"old")
     with pytest.raises(ZeroDivisionError):
         with durable.Batch() as b:
@@ -90,7 +94,7 @@ def test_a_batch_whose_block_raises_publishes_nothing_and_leaves_no_temp(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"], "nothing published, no temp left"
 
 
-def test_lock_times_out_with_timeout_error_and_is_released_on_exit(tmp_path):
+def test_lock_times_out_with_timeout_error_and_is_released_on_exit(tmp_path: Path) -> None:
     path = tmp_path / "l.lock"
     with durable.lock(path) as held:
         assert held.held
@@ -98,7 +102,7 @@ def test_lock_times_out_with_timeout_error_and_is_released_on_exit(tmp_path):
         with pytest.raises(TimeoutError) as caught:
             durable.lock(path, timeout=0.3)
         assert 0.25 <= time.monotonic() - started < 2.0, "waited about the timeout"
-        assert caught.value.errno == errno.ETIMEDOUT and caught.value.operation == "lock"
+        assert caught.value.errno == errno.ETIMEDOUT and getattr(caught.value, "operation") == "lock"
     with durable.lock(path, timeout=0.1):
         pass
     assert path.exists(), "the lock file is never deleted"
@@ -106,12 +110,12 @@ def test_lock_times_out_with_timeout_error_and_is_released_on_exit(tmp_path):
         pass
 
 
-def test_other_python_threads_run_while_a_lock_is_waited_for(tmp_path):
+def test_other_python_threads_run_while_a_lock_is_waited_for(tmp_path: Path) -> None:
     path = tmp_path / "l.lock"
     ticks = 0
     stop = threading.Event()
 
-    def count():
+    def count() -> None:
         nonlocal ticks
         while not stop.is_set():
             ticks += 1
@@ -130,7 +134,9 @@ def test_other_python_threads_run_while_a_lock_is_waited_for(tmp_path):
     assert during > 10_000, f"the counting thread ran during the wait ({during} ticks)"
 
 
-def _interrupt_within_a_second(script: str, env=None):
+def _interrupt_within_a_second(
+    script: str, env: Optional[Dict[str, str]] = None
+) -> Tuple[float, str, int]:
     """Runs `script` in a child Python, SIGINTs it once it prints `waiting`; returns the time
     from the signal to its exit and its stderr."""
     child = subprocess.Popen(
@@ -143,6 +149,7 @@ def _interrupt_within_a_second(script: str, env=None):
         # non-interactive shell) installs no KeyboardInterrupt handler: give it the default.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    assert child.stdout is not None and child.stderr is not None
     line = child.stdout.readline()
     assert line.strip() == "waiting", f"the child got to its wait: {line!r} {child.stderr.read()}"
     time.sleep(0.3)  # let it enter the blocking call; the measurement starts at the signal
@@ -152,7 +159,7 @@ def _interrupt_within_a_second(script: str, env=None):
     return time.monotonic() - sent, err, child.returncode
 
 
-def test_ctrl_c_interrupts_a_lock_wait_within_a_second(tmp_path):
+def test_ctrl_c_interrupts_a_lock_wait_within_a_second(tmp_path: Path) -> None:
     path = tmp_path / "l.lock"
     with durable.lock(path):
         took, err, code = _interrupt_within_a_second(
@@ -195,7 +202,7 @@ def _writer(path: str, rounds: int, in_place: bool) -> None:
             durable.put(path, data)
 
 
-def _reader(path: str, seconds: float, torn) -> None:
+def _reader(path: str, seconds: float, torn: Any) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         with open(path, "rb") as f:
@@ -216,10 +223,10 @@ def _race(path: str, in_place: bool, seconds: float) -> int:
     for p in writers + readers:
         p.join(60)
         assert p.exitcode == 0, f"{p} exited with {p.exitcode}"
-    return torn.value
+    return int(torn.value)
 
 
-def test_readers_never_see_a_partial_file_of_put_across_processes(tmp_path):
+def test_readers_never_see_a_partial_file_of_put_across_processes(tmp_path: Path) -> None:
     # The same harness catches an in-place writer (the check can fail), then passes put.
     assert _race(str(tmp_path / "inplace"), in_place=True, seconds=1.5) > 0, (
         "negative control: readers saw partial files of an in-place writer"

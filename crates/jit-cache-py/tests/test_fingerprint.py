@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sysconfig
+from typing import List
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from conftest import require_tool
 from jit_cache import fingerprint
 
 
-def test_digests_follow_content_not_mtimes_or_paths(tmp_path):
+def test_digests_follow_content_not_mtimes_or_paths(tmp_path: Path) -> None:
     a = tmp_path / "a"
     a.mkdir()
     (a / "x.cuh").write_text("#define X 1\n")
@@ -33,12 +34,12 @@ def test_digests_follow_content_not_mtimes_or_paths(tmp_path):
     assert len(fingerprint.hash_file(a / "x.cuh")) == 64
 
 
-def test_a_manifest_diff_says_why_and_round_trips(tmp_path):
+def test_a_manifest_diff_says_why_and_round_trips(tmp_path: Path) -> None:
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "tile.cuh").write_text("#define TILE 64\n")
     site = sysconfig.get_paths()["purelib"]
 
-    def snapshot(flags):
+    def snapshot(flags: List[str]) -> fingerprint.Manifest:
         m = fingerprint.Manifest()
         m.add_tree("header:inc", tmp_path / "inc")
         m.add_list("flags", flags)
@@ -60,7 +61,7 @@ def test_a_manifest_diff_says_why_and_round_trips(tmp_path):
     assert identity["name"].lower() == "pytest" and len(identity["digest"]) == 64
 
 
-def test_the_gate_wipes_a_directory_without_a_matching_manifest_and_commits_on_success(tmp_path):
+def test_the_gate_wipes_a_directory_without_a_matching_manifest_and_commits_on_success(tmp_path: Path) -> None:
     build = tmp_path / "build"
     m = fingerprint.Manifest()
     m.add_value("source", "v1")
@@ -107,7 +108,7 @@ def _ninja_build(build: Path, src: Path, ninja: str) -> str:
     return subprocess.run([str(build / "prog")], check=True, capture_output=True, text=True).stdout
 
 
-def test_flashinfer_4489_an_edit_with_an_old_mtime_is_rebuilt_behind_the_gate(tmp_path):
+def test_flashinfer_4489_an_edit_with_an_old_mtime_is_rebuilt_behind_the_gate(tmp_path: Path) -> None:
     # FlashInfer's JitSpec.build() writes build.ninja and runs ninja, which decides by mtime.
     # This is its mechanism with a real ninja (and cc, to keep it fast): the bug, then the fix.
     src = tmp_path / "kernel.c"

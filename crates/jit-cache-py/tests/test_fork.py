@@ -6,21 +6,32 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from pathlib import Path
+from typing import Any, Callable, List, Tuple
 
 import jit_cache
 from conftest import KERNEL
 from jit_cache import durable
 
+# The parent's handle, as the forked child inherits it (a copy of the parent's memory).
+INHERITED: List[jit_cache.Cache] = []
 
-def _child(root, nvcc, batch, lock, out):
+
+def _child(
+    root: str, nvcc: str, batch: durable.Batch, lock: durable.Lock, out: Any
+) -> None:
     try:
         cache = jit_cache.Cache(root, nvcc=nvcc)  # a fresh handle of the child's own
-        inherited = _child.inherited
+        inherited = INHERITED[0]
         hit = inherited.get_or_build(jit_cache.Source.text("warm.cu", KERNEL))
         slow = inherited.get_or_build(jit_cache.Source.text("slow.cu", KERNEL))
         fresh = cache.get_or_build(jit_cache.Source.text("slow.cu", KERNEL))
         refused = []
-        for what, call in (("batch", lambda: batch.put(root + "/x", b"x")), ("lock", lock.release)):
+        calls: List[Tuple[str, Callable[[], object]]] = [
+            ("batch", lambda: batch.put(root + "/x", b"x")),
+            ("lock", lock.release),
+        ]
+        for what, call in calls:
             try:
                 call()
             except RuntimeError:
@@ -31,8 +42,9 @@ def _child(root, nvcc, batch, lock, out):
 
 
 def test_a_child_forked_mid_build_gets_a_working_handle_and_inherits_nothing(
-    tmp_path, slow_nvcc
-):
+    tmp_path: Path,
+    slow_nvcc: str
+) -> None:
     root = str(tmp_path / "cache")
     cache = jit_cache.Cache(root, nvcc=slow_nvcc)
     # The warm kernel is built before the fork (slowly: the wrapper sleeps on every compile).
@@ -49,7 +61,7 @@ def test_a_child_forked_mid_build_gets_a_working_handle_and_inherits_nothing(
     time.sleep(1.0)
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
-    _child.inherited = cache
+    INHERITED[:] = [cache]
     child = ctx.Process(target=_child, args=(root, slow_nvcc, batch, lock, out))
     child.start()
     result = out.get(timeout=120)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Dict
 
 import jit_cache
 from conftest import require_tool
@@ -15,26 +16,26 @@ from conftest import require_tool
 KERNEL = '__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 
 
-def _env(tmp_path: Path) -> dict:
+def _env(tmp_path: Path) -> Dict[str, str]:
     env = dict(os.environ)
     env["JIT_CACHE_DIR"] = str(tmp_path / "cache")
     return env
 
 
-def _hits(env: dict) -> int:
+def _hits(env: Dict[str, str]) -> int:
     out = subprocess.run(
         [jit_cache.launcher_path(), "--json", "stats"], env=env, check=True, capture_output=True, text=True
     ).stdout
-    return json.loads(out)["stats"]["hits"]
+    return int(json.loads(out)["stats"]["hits"])
 
 
-def test_the_installed_command_is_the_native_binary():
+def test_the_installed_command_is_the_native_binary() -> None:
     path = jit_cache.launcher_path()
     with open(path, "rb") as f:
         assert f.read(4) == b"\x7fELF", f"{path} is the native binary, not a Python script"
 
 
-def test_flashinfer_and_pytorch_ninja_lines_hit_through_the_installed_launcher(tmp_path, nvcc):
+def test_flashinfer_and_pytorch_ninja_lines_hit_through_the_installed_launcher(tmp_path: Path, nvcc: str) -> None:
     # FlashInfer: `$nvcc_launcher $nvcc --generate-dependencies-with-compile -MF $out.d ...`
     # with FLASHINFER_NVCC_LAUNCHER=jit-cache; PyTorch: `nvcc = jit-cache /abs/nvcc` from
     # PYTORCH_NVCC="jit-cache $CUDA_HOME/bin/nvcc". Both run the launcher as a prefix.
@@ -48,7 +49,10 @@ def test_flashinfer_and_pytorch_ninja_lines_hit_through_the_installed_launcher(t
     )
     (tmp_path / "build.ninja").write_text(ninja)
     env = _env(tmp_path)
-    run = lambda *a: subprocess.run(a, cwd=tmp_path, env=env, check=True, capture_output=True)
+
+    def run(*a: str) -> None:
+        subprocess.run(a, cwd=tmp_path, env=env, check=True, capture_output=True)
+
     run(require_tool("ninja"))
     first = (tmp_path / "k.o").read_bytes()
     run(require_tool("ninja"), "-t", "clean")
@@ -56,7 +60,7 @@ def test_flashinfer_and_pytorch_ninja_lines_hit_through_the_installed_launcher(t
     assert (tmp_path / "k.o").read_bytes() == first and _hits(env) == 1, "the rebuild was a hit"
 
 
-def test_a_symlink_named_nvcc_serves_deepgemm_style_compiles(tmp_path, nvcc):
+def test_a_symlink_named_nvcc_serves_deepgemm_style_compiles(tmp_path: Path, nvcc: str) -> None:
     # DeepGEMM: DG_JIT_NVCC_COMPILER=<dir>/nvcc, a symlink to the launcher; the real nvcc comes
     # from NVCC (or CUDA_HOME).
     link = tmp_path / "bin" / "nvcc"
@@ -73,7 +77,7 @@ def test_a_symlink_named_nvcc_serves_deepgemm_style_compiles(tmp_path, nvcc):
     assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF" and _hits(env) == 1
 
 
-def test_cmake_cuda_compiler_launcher_hits_after_a_clean(tmp_path, nvcc):
+def test_cmake_cuda_compiler_launcher_hits_after_a_clean(tmp_path: Path, nvcc: str) -> None:
     (tmp_path / "k.cu").write_text(KERNEL)
     (tmp_path / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(p LANGUAGES CUDA)\n"

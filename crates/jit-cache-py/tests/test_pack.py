@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import List
+
 import pytest
 
 import jit_cache
@@ -10,18 +13,19 @@ from conftest import KERNEL
 OTHER = 'extern "C" __global__ void shift(float* x, float a) { x[threadIdx.x] += a; }\n'
 
 
-def _build_two(cache: jit_cache.Cache) -> list:
+def _build_two(cache: jit_cache.Cache) -> List[jit_cache.Answer]:
     return [
         cache.get_or_build(jit_cache.Source.text("scale.cu", KERNEL), arch="sm_90"),
         cache.get_or_build(jit_cache.Source.text("shift.cu", OTHER), arch="sm_90", kind="ptx"),
     ]
 
 
-def test_a_pack_exported_listed_and_imported_gives_hits_and_the_same_bytes(tmp_path, nvcc):
+def test_a_pack_exported_listed_and_imported_gives_hits_and_the_same_bytes(tmp_path: Path, nvcc: str) -> None:
     source = jit_cache.Cache(tmp_path / "source", nvcc=nvcc)
     built = _build_two(source)
     store = jit_cache.Store(tmp_path / "source")
     producer = store.begin("triton", "k0", wait=5)
+    assert isinstance(producer, jit_cache.Producer)
     producer.write("k0.cubin", b"\x7fELF stored")
     producer.commit()
 
@@ -49,10 +53,11 @@ def test_a_pack_exported_listed_and_imported_gives_hits_and_the_same_bytes(tmp_p
     assert [h.data for h in hits] == [b.data for b in built]
     entry = jit_cache.Store(tmp_path / "target").begin("triton", "k0", wait=5)
     assert isinstance(entry, jit_cache.StoredEntry)
-    assert open(entry.path("k0.cubin"), "rb").read() == b"\x7fELF stored"
+    stored = entry.path("k0.cubin")
+    assert stored is not None and open(stored, "rb").read() == b"\x7fELF stored"
 
 
-def test_a_damaged_pack_raises_pack_error_with_the_offset_and_publishes_nothing(tmp_path, nvcc):
+def test_a_damaged_pack_raises_pack_error_with_the_offset_and_publishes_nothing(tmp_path: Path, nvcc: str) -> None:
     source = jit_cache.Cache(tmp_path / "source", nvcc=nvcc)
     _build_two(source)
     pack = tmp_path / "all.pack"
@@ -69,7 +74,7 @@ def test_a_damaged_pack_raises_pack_error_with_the_offset_and_publishes_nothing(
     assert e.path == str(pack) and e.offset >= 4096 and e.entry, (e, e.offset, e.entry)
     assert target.stats()["entries"] == 0, "nothing from the damaged part was published"
     with pytest.raises(ValueError):
-        source.export_pack(tmp_path / "x.pack", kind="cubn")
+        source.export_pack(tmp_path / "x.pack", kind="cubn")  # type: ignore[arg-type]
     # A misspelt arch would take nothing: refused by the rule specs follow, no pack written.
     with pytest.raises(jit_cache.InvalidSpecError, match="sm90"):
         source.export_pack(tmp_path / "arch.pack", arch="sm90")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import jit_cache
-from conftest import require_tool
+from conftest import redis_cli, require_tool
 
 if os.environ.get("XTASK_TEST") == "1":
     import triton  # cargo xtask setup installs it: missing, the suite fails
@@ -468,32 +468,6 @@ def test_a_record_that_does_not_cover_the_key_is_never_saved(tmp_path):
     assert not saved, f"an incomplete record was saved: {saved[0].read_text()[:300]}"
 
 
-@pytest.fixture
-def redis_url(tmp_path):
-    """A redis-server of the test's own on a Unix socket (no persistence), stopped after."""
-    server = require_tool("redis-server")
-    sock = tmp_path / "redis.sock"
-    proc = subprocess.Popen(
-        [server, "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while not sock.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.01)
-        yield f"redis+unix://{sock}", sock
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def redis_cli(sock: Path, *args: str) -> str:
-    cli = require_tool("redis-cli")
-    return subprocess.run([cli, "-s", str(sock), *args], capture_output=True, text=True, check=True).stdout
-
-
 def test_the_fleet_tier_serves_a_group_to_another_host_and_refuses_corrupt_bytes(tmp_path, redis_url):
     url, sock = redis_url
     a = run_worker(tmp_path / "host-a", "add", env=worker_env(tmp_path / "host-a", JIT_CACHE_REMOTE=url))
@@ -518,92 +492,6 @@ def test_the_s3_fleet_tier_serves_a_group_to_another_host(tmp_path, s3_env):
     assert b["compiles"] == 0, f"another host's root is served from the S3 tier: {b}"
     for kernel in ("add", "scale"):
         assert b["kernels"][kernel]["cubin_sha256"] == a["kernels"][kernel]["cubin_sha256"]
-
-
-class Hosts:
-    """Simulated NFS hosts sharing one export (``nfs-sim``: FUSE with NFS client semantics, each
-    host in its own mount namespace), driven through its ``nfs-sim-hosts`` binary."""
-
-    def __init__(self, proc: subprocess.Popen, root: Path, logs: Path) -> None:
-        self.proc, self.root, self.logs = proc, root, logs
-        self.next_id = 0
-        self.ended: dict = {}
-
-    def start(self, host: int, argv: list, env: dict) -> int:
-        self.next_id += 1
-        request = {
-            "id": self.next_id,
-            "host": host,
-            "argv": argv,
-            "env": {k: v for k, v in env.items() if k not in os.environ or os.environ[k] != v},
-            "stdout": str(self.logs / f"{self.next_id}.out"),
-            "stderr": str(self.logs / f"{self.next_id}.err"),
-        }
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        return self.next_id
-
-    def wait_ready(self, ids: list, limit: float = 300) -> None:
-        """Until each process printed ``ready`` (a bounded poll of their output files)."""
-        deadline = time.monotonic() + limit
-        for i in ids:
-            out = self.logs / f"{i}.out"
-            while not (out.exists() and out.read_text().startswith("ready")):
-                assert time.monotonic() < deadline, (self.logs / f"{i}.err").read_text()[-4000:]
-                time.sleep(0.01)
-
-    def reports(self, ids: list) -> list:
-        """Waits for each process to end and returns its JSON report (its last line)."""
-        assert self.proc.stdout is not None
-        while not all(i in self.ended for i in ids):
-            line = self.proc.stdout.readline()
-            assert line, f"nfs-sim-hosts ended ({self.proc.wait()})"
-            ended = json.loads(line)
-            self.ended[ended["id"]] = ended
-        reports = []
-        for i in ids:
-            err = (self.logs / f"{i}.err").read_text()
-            assert self.ended[i].get("code") == 0, f"process {i}: {self.ended[i]}\n{err[-4000:]}"
-            reports.append(json.loads((self.logs / f"{i}.out").read_text().strip().splitlines()[-1]))
-        return reports
-
-
-@pytest.fixture
-def nfs_hosts(tmp_path):
-    """Two simulated NFS hosts (``cargo xtask test`` builds ``nfs-sim-hosts`` and names it in
-    ``JIT_CACHE_NFS_SIM_HOSTS``; it needs root and /dev/fuse, which these machines have)."""
-    helper = os.environ.get("JIT_CACHE_NFS_SIM_HOSTS")
-    assert helper and os.access(helper, os.X_OK), (
-        "JIT_CACHE_NFS_SIM_HOSTS must name nfs-sim's hosts binary "
-        "(cargo build -p nfs-sim --bin nfs-sim-hosts)"
-    )
-    logs = tmp_path / "host-logs"
-    logs.mkdir()
-    proc = subprocess.Popen(
-        [helper, "--hosts", "2", "--actimeo", "1"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        root = None
-        for line in proc.stdout:
-            if line.startswith("root "):
-                root = Path(line[len("root "):].strip())
-            if line.strip() == "ready":
-                break
-        assert root is not None, f"nfs-sim-hosts did not start ({proc.poll()})"
-        yield Hosts(proc, root, logs)
-    finally:
-        if proc.stdin:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_two_nfs_hosts_compile_each_kernel_once_and_serve_each_other(tmp_path, nfs_hosts):
@@ -666,11 +554,13 @@ print(json.dumps({"group": group, "producer": manager._producer is not None,
 
 
 def test_a_producer_that_never_calls_put_group_releases_the_key(tmp_path, monkeypatch):
+    import jit_cache._env_store as env_store
     import jit_cache.triton as jt
 
     root = tmp_path / "cache"
     monkeypatch.setenv("JIT_CACHE_DIR", str(root))
-    monkeypatch.setattr(jt, "_store", None)
+    # A fresh store on this root: the process's one store is `jit_cache._env_store`'s.
+    monkeypatch.setattr(env_store, "_store", None)
     monkeypatch.setattr(jt, "_held", __import__("collections").OrderedDict())
     holder = jt.CacheManager("KEYOFTHETEST")
     assert holder.get_group("k.json") is None and holder._producer is not None

@@ -1,21 +1,23 @@
 //! A `redis-server` of a test's own (feature `test-server`): a Unix socket in a directory the
-//! caller owns, persistence off, its own process group, stopped by its pid (never by name). The
-//! tests of this crate and of `jit-cache-cli`, the remote bench and the crash harness all start
-//! their servers here. `cargo xtask setup` installs Debian's `redis-server`.
+//! caller owns, persistence off, its own process group, stopped by its pid (never by name)
+//! through `jit_cache_remote::test_server`. The tests of this crate and of `jit-cache-cli`, the
+//! remote bench and the crash harness all start their servers here. `cargo xtask setup`
+//! installs Debian's `redis-server`.
 
+use jit_cache_remote::test_server::{wait_until, ServerProcess};
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// How long a server may take to answer its first `PING`.
 const START_LIMIT: Duration = Duration::from_secs(20);
 
-/// A running `redis-server`, killed (with its process group) when dropped.
+/// A running `redis-server`, killed (with its process group) when dropped; a kill loses
+/// everything it held (persistence is off).
 #[derive(Debug)]
 pub struct RedisServer {
-    child: Child,
+    process: ServerProcess,
     dir: PathBuf,
     socket: PathBuf,
     extra: Vec<String>,
@@ -32,50 +34,39 @@ impl RedisServer {
         let socket = dir.join("redis.sock");
         // A socket left by a killed server would answer nothing: start from none.
         let _ = std::fs::remove_file(&socket);
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(&socket)
-            .args([
-                "--unixsocketperm",
-                "700",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-            ])
-            .arg(dir)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("start redis-server (`cargo xtask setup` installs it): {e}"),
-                )
-            })?;
+        let process = ServerProcess::spawn(
+            Command::new("redis-server")
+                .args(["--port", "0", "--unixsocket"])
+                .arg(&socket)
+                .args([
+                    "--unixsocketperm",
+                    "700",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                ])
+                .arg(dir)
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            "`cargo xtask setup` installs it",
+        )?;
         let server = RedisServer {
-            child,
+            process,
             dir: dir.to_path_buf(),
             socket,
             extra: extra.iter().map(|a| a.to_string()).collect(),
         };
-        let deadline = Instant::now() + START_LIMIT;
-        while !server.answers() {
-            if Instant::now() >= deadline {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "redis-server did not answer on {} within 20 s",
-                        server.socket.display()
-                    ),
-                ));
-            }
-            // A bounded poll for the server's start, not synchronisation between our processes.
-            std::thread::sleep(Duration::from_millis(20));
+        if !wait_until(START_LIMIT, || Ok(server.answers()))? {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "redis-server did not answer on {} within 20 s",
+                    server.socket.display()
+                ),
+            ));
         }
         Ok(server)
     }
@@ -88,28 +79,6 @@ impl RedisServer {
     /// The Unix socket.
     pub fn socket(&self) -> &Path {
         &self.socket
-    }
-
-    /// The server's pid (its process group's id too).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Sends `signal` to the server's process group (`STOP` makes a server that accepts
-    /// connections and never answers).
-    pub fn signal(&self, signal: rustix::process::Signal) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process_group(pid, signal);
-        }
-    }
-
-    /// SIGKILL (everything it held is lost: persistence is off), and waits for it.
-    pub fn kill(&mut self) {
-        // A stopped server must be continued to die of SIGKILL promptly; both are harmless to
-        // a dead one.
-        self.signal(rustix::process::Signal::CONT);
-        self.signal(rustix::process::Signal::KILL);
-        let _ = self.child.wait();
     }
 
     /// Kills the server and starts a fresh, empty one on the same socket.
@@ -136,8 +105,18 @@ impl RedisServer {
     }
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
+/// A server is its process with an address: its pid, signals and kill are
+/// [`ServerProcess`]'s.
+impl std::ops::Deref for RedisServer {
+    type Target = ServerProcess;
+
+    fn deref(&self) -> &ServerProcess {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for RedisServer {
+    fn deref_mut(&mut self) -> &mut ServerProcess {
+        &mut self.process
     }
 }

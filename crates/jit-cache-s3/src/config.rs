@@ -2,6 +2,7 @@
 //! credentials, from arguments or the standard `AWS_*` environment variables.
 
 use crate::sigv4::Credentials;
+use jit_cache_remote::Error;
 use std::time::Duration;
 
 /// The endpoint (`http://127.0.0.1:8333`); `AWS_ENDPOINT_URL_S3` is read first. Unset: AWS.
@@ -21,28 +22,6 @@ pub const SESSION_TOKEN_ENV: &str = "AWS_SESSION_TOKEN";
 
 /// The prefix of every object when the URL names none.
 pub const DEFAULT_PREFIX: &str = "jit-cache";
-
-/// Why a tier could not be configured.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The URL or endpoint is not one the client can use.
-    #[error("remote cache URL {url}: {reason}")]
-    Url {
-        /// The URL.
-        url: String,
-        /// Why it is refused.
-        reason: String,
-    },
-    /// A setting from the environment is missing or malformed.
-    #[error("{var}: {reason}")]
-    Setting {
-        /// The variable.
-        var: &'static str,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
 
 /// How a bucket is named in a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

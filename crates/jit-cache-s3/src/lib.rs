@@ -39,6 +39,10 @@
 //!   message says what to fix (and [`jit_cache::Remote::health`] reports them), never a quiet
 //!   miss; a refused write (a read-only identity) stops writes only.
 //!
+//! The settings (`JIT_CACHE_REMOTE_*`), the configuration [`Error`] and the [`Audit`] are
+//! `jit-cache-remote`'s, shared with the Redis tier; [`remote_from_settings`] maps the settings
+//! onto this tier.
+//!
 //! # Limitations
 //! - Credentials come from the `AWS_*` variables or [`Credentials`] only: no configuration
 //!   file, profile, SSO or instance role. No TLS unless the `tls` feature is on (AWS itself
@@ -58,22 +62,24 @@ mod audit;
 mod client;
 mod config;
 mod date;
+mod objects;
 mod probe;
 mod records;
+mod settings;
 mod sigv4;
-mod store;
 mod tier;
 
 #[cfg(feature = "test-server")]
 pub mod test_server;
 
-pub use audit::Audit;
 pub use config::{
-    Addressing, Error, S3Config, ACCESS_KEY_ENV, DEFAULT_PREFIX, DEFAULT_REGION_ENV, ENDPOINT_ENV,
+    Addressing, S3Config, ACCESS_KEY_ENV, DEFAULT_PREFIX, DEFAULT_REGION_ENV, ENDPOINT_ENV,
     REGION_ENV, S3_ENDPOINT_ENV, SECRET_KEY_ENV, SESSION_TOKEN_ENV,
 };
+pub use jit_cache_remote::{Audit, Error};
+pub use settings::remote_from_settings;
 pub use sigv4::Credentials;
-pub use store::S3Tier;
+pub use tier::S3Tier;
 
 use jit_cache::{Remote, RemoteMode, RemotePolicy};
 

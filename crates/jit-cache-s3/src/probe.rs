@@ -5,14 +5,15 @@
 //! then refuses coordination (the cache warns once and stops writing; reads go on).
 
 use crate::client::Condition;
+use crate::objects::{Objects, Written};
 use crate::records::{object_name, Space};
-use crate::store::{S3Tier, Written};
 use jit_cache::{TierError, TierErrorKind};
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
 
 /// What the probe found.
 #[derive(Debug, Clone)]
-pub(crate) enum Coordination {
+enum Verdict {
     /// Create-only PUTs, `If-Match` PUTs and conditional DELETEs hold: leases and manifest
     /// updates are safe.
     Honoured,
@@ -23,71 +24,83 @@ pub(crate) enum Coordination {
 /// A version no object has (an ETag is a quoted hex digest).
 const NO_VERSION: &str = "\"00000000000000000000000000000000\"";
 
-impl S3Tier {
-    /// Ok when coordinating writes may go on; the probe's verdict as `op`'s error otherwise.
-    /// A probe that failed (the server is down) is not remembered: the cache skips the tier.
-    pub(crate) fn coordination(&self, op: &'static str, target: &str) -> Result<(), TierError> {
-        let mut state = self.coordination.lock().unwrap_or_else(|p| p.into_inner());
+/// Whether a process may coordinate through the server: the probe's verdict, once it has one.
+#[derive(Debug, Default)]
+pub(crate) struct Coordination {
+    verdict: Mutex<Option<Verdict>>,
+}
+
+impl Coordination {
+    /// Ok when coordinating writes to `objects` may go on; the probe's verdict as `op`'s error
+    /// otherwise. A probe that failed (the server is down) is not remembered: the cache skips
+    /// the tier.
+    pub(crate) fn check(
+        &self,
+        objects: &Objects,
+        op: &'static str,
+        target: &str,
+    ) -> Result<(), TierError> {
+        let mut state = self.verdict.lock().unwrap_or_else(|p| p.into_inner());
         let verdict = match &*state {
             Some(verdict) => verdict.clone(),
-            None => state.insert(self.probe()?).clone(),
+            None => state.insert(probe(objects)?).clone(),
         };
         match verdict {
-            Coordination::Honoured => Ok(()),
-            Coordination::Refused(kind, message) => Err(TierError::new(op, target, kind, message)),
+            Verdict::Honoured => Ok(()),
+            Verdict::Refused(kind, message) => Err(TierError::new(op, target, kind, message)),
         }
     }
+}
 
-    fn probe(&self) -> Result<Coordination, TierError> {
-        let op = "probe conditional writes";
-        let name = object_name(&self.prefix, Space::Probe, &unique_token());
-        let body = b"jit-cache: a probe of conditional writes, removed at once\n";
-        match self.put(op, &name, body, Condition::Absent) {
-            Ok(Written::Stored(_)) => {}
-            Ok(Written::ConditionFailed) => {
-                return Err(TierError::new(
-                    op,
-                    &name,
-                    TierErrorKind::Protocol,
-                    "a create-only PUT of a fresh name was refused as if it existed",
-                ))
-            }
-            Err(e) if e.kind() == TierErrorKind::Denied => {
-                return Ok(Coordination::Refused(
-                    TierErrorKind::Denied,
-                    format!(
+fn probe(objects: &Objects) -> Result<Verdict, TierError> {
+    let op = "probe conditional writes";
+    let name = object_name(&objects.prefix, Space::Probe, &unique_token());
+    let body = b"jit-cache: a probe of conditional writes, removed at once\n";
+    match objects.put(op, &name, body, Condition::Absent) {
+        Ok(Written::Stored(_)) => {}
+        Ok(Written::ConditionFailed) => {
+            return Err(TierError::new(
+                op,
+                &name,
+                TierErrorKind::Protocol,
+                "a create-only PUT of a fresh name was refused as if it existed",
+            ))
+        }
+        Err(e) if e.kind() == TierErrorKind::Denied => {
+            return Ok(Verdict::Refused(
+                TierErrorKind::Denied,
+                format!(
                     "this identity may not write, so it takes no leases and uploads nothing ({e})"
                 ),
-                ))
-            }
-            Err(e) => return Err(e),
+            ))
         }
-        let mut ignored = Vec::new();
-        if self.put(op, &name, body, Condition::Absent)? != Written::ConditionFailed {
-            ignored.push("`If-None-Match: *` replaced an existing object");
-        }
-        let wrong = Condition::Version(NO_VERSION.to_string());
-        if self.put(op, &name, body, wrong.clone())? != Written::ConditionFailed {
-            ignored.push("`If-Match` with a wrong version replaced the object");
-        }
-        if self.delete(op, &name, wrong)? {
-            ignored.push("a DELETE with a wrong `If-Match` removed the object");
-        }
-        // Tidy up; a probe object left behind is harmless (and under its own prefix).
-        let _ = self.delete(op, &name, Condition::None);
-        if ignored.is_empty() {
-            return Ok(Coordination::Honoured);
-        }
-        Ok(Coordination::Refused(
-            TierErrorKind::Denied,
-            format!(
-                "{} does not honour conditional writes ({}): no leases and no manifest updates \
-                 from this process, so hosts may compile a kernel more than once",
-                self.where_(),
-                ignored.join("; ")
-            ),
-        ))
+        Err(e) => return Err(e),
     }
+    let mut ignored = Vec::new();
+    if objects.put(op, &name, body, Condition::Absent)? != Written::ConditionFailed {
+        ignored.push("`If-None-Match: *` replaced an existing object");
+    }
+    let wrong = Condition::Version(NO_VERSION.to_string());
+    if objects.put(op, &name, body, wrong.clone())? != Written::ConditionFailed {
+        ignored.push("`If-Match` with a wrong version replaced the object");
+    }
+    if objects.delete(op, &name, wrong)? {
+        ignored.push("a DELETE with a wrong `If-Match` removed the object");
+    }
+    // Tidy up; a probe object left behind is harmless (and under its own prefix).
+    let _ = objects.delete(op, &name, Condition::None);
+    if ignored.is_empty() {
+        return Ok(Verdict::Honoured);
+    }
+    Ok(Verdict::Refused(
+        TierErrorKind::Denied,
+        format!(
+            "{} does not honour conditional writes ({}): no leases and no manifest updates \
+             from this process, so hosts may compile a kernel more than once",
+            objects.where_(),
+            ignored.join("; ")
+        ),
+    ))
 }
 
 /// A name no other process picks: the pid, the time and a per-process random hasher's output.

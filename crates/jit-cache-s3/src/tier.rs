@@ -4,19 +4,45 @@
 //! create-only, taken over and renewed by `If-Match`, released by a conditional DELETE.
 
 use crate::client::Condition;
+use crate::config::S3Config;
+use crate::objects::{unexpected, Fetched, Objects, Written};
+use crate::probe::Coordination;
 use crate::records::{self, decode_failure, encode_failure, object_name, Lease, Space};
-use crate::store::{unexpected, Fetched, S3Tier, Written};
 use fingerprint::Digest;
 use jit_cache::{Expected, RemoteTier, TierError};
+use jit_cache_remote::Error;
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The most manifest versions remembered (one per key this process touched; past it the memo
 /// starts again, and a compare-and-set reads the version first).
 const MAX_VERSIONS: usize = 4096;
 
+/// An S3 bucket (under a prefix) as a [`RemoteTier`]. Connects lazily: opening makes no
+/// request, so a process that only hits its local cache never touches the network.
+pub struct S3Tier {
+    pub(crate) objects: Objects,
+    /// Whether the server honours conditional writes, probed before the first coordinating
+    /// write of the process.
+    coordination: Coordination,
+    /// The version (ETag) of each manifest as this process last read or wrote it, so that a
+    /// compare-and-set needs no second read.
+    versions: Mutex<HashMap<String, (Seen, String)>>,
+}
+
+impl std::fmt::Debug for S3Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Tier")
+            .field("location", &self.objects.where_())
+            .field("client", &self.objects.client)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What this process saw of a manifest version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Seen {
+enum Seen {
     /// A value with this blake3 digest.
     Value(Digest),
     /// A value longer than this many bytes.
@@ -24,6 +50,18 @@ pub(crate) enum Seen {
 }
 
 impl S3Tier {
+    /// A tier for `config` (checked now; no request is made until the first operation).
+    ///
+    /// # Errors
+    /// When the endpoint cannot be used (an `https://` one without the `tls` feature, ...).
+    pub fn open(config: S3Config) -> Result<S3Tier, Error> {
+        Ok(S3Tier {
+            objects: Objects::open(&config)?,
+            coordination: Coordination::default(),
+            versions: Mutex::new(HashMap::new()),
+        })
+    }
+
     fn remember(&self, name: &str, seen: Seen, etag: Option<String>) {
         let Some(etag) = etag else {
             return;
@@ -55,7 +93,10 @@ impl S3Tier {
         }
         let op = "read manifest version";
         Ok(
-            match (expected, self.fetch(op, name, expected_limit(expected))?) {
+            match (
+                expected,
+                self.objects.fetch(op, name, expected_limit(expected))?,
+            ) {
                 (Expected::Value(bytes), Fetched::Value { bytes: now, etag }) if now == bytes => {
                     etag
                 }
@@ -67,7 +108,7 @@ impl S3Tier {
 
     /// The server's clock now (this host's clock before the first reply).
     fn server_now_ms(&self) -> u64 {
-        self.client.server_now_ms().unwrap_or_else(|| {
+        self.objects.client.server_now_ms().unwrap_or_else(|| {
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default()
@@ -84,14 +125,16 @@ impl S3Tier {
 
     /// The lease object of `name`, None when absent.
     fn read_lease(&self, op: &'static str, name: &str) -> Result<Option<LeaseObject>, TierError> {
-        Ok(match self.fetch(op, name, records::MAX_LEASE_BYTES)? {
-            Fetched::Absent => None,
-            Fetched::Value { bytes, etag } => Some(LeaseObject {
-                lease: Lease::decode(&bytes),
-                etag,
-            }),
-            Fetched::TooLarge { etag } => Some(LeaseObject { lease: None, etag }),
-        })
+        Ok(
+            match self.objects.fetch(op, name, records::MAX_LEASE_BYTES)? {
+                Fetched::Absent => None,
+                Fetched::Value { bytes, etag } => Some(LeaseObject {
+                    lease: Lease::decode(&bytes),
+                    etag,
+                }),
+                Fetched::TooLarge { etag } => Some(LeaseObject { lease: None, etag }),
+            },
+        )
     }
 }
 
@@ -113,13 +156,13 @@ fn expected_limit(expected: Expected<'_>) -> usize {
 
 impl RemoteTier for S3Tier {
     fn location(&self) -> String {
-        self.where_().to_string()
+        self.objects.where_().to_string()
     }
 
     fn get_manifest(&self, key: &str, limit: usize) -> Result<Option<Vec<u8>>, TierError> {
         let op = "get manifest";
-        let name = object_name(&self.prefix, Space::Manifest, key);
-        match self.fetch(op, &name, limit)? {
+        let name = object_name(&self.objects.prefix, Space::Manifest, key);
+        match self.objects.fetch(op, &name, limit)? {
             Fetched::Absent => Ok(None),
             Fetched::Value { bytes, etag } => {
                 self.remember(&name, Seen::Value(Digest::of_bytes(&bytes)), etag);
@@ -139,8 +182,8 @@ impl RemoteTier for S3Tier {
         new: &[u8],
     ) -> Result<bool, TierError> {
         let op = "replace manifest";
-        let name = object_name(&self.prefix, Space::Manifest, key);
-        self.coordination(op, &name)?;
+        let name = object_name(&self.objects.prefix, Space::Manifest, key);
+        self.coordination.check(&self.objects, op, &name)?;
         let condition = match expected {
             Expected::Absent => Condition::Absent,
             _ => match self.version_of(&name, expected)? {
@@ -149,7 +192,7 @@ impl RemoteTier for S3Tier {
                 None => return Ok(false),
             },
         };
-        match self.put(op, &name, new, condition)? {
+        match self.objects.put(op, &name, new, condition)? {
             Written::Stored(etag) => {
                 self.remember(&name, Seen::Value(Digest::of_bytes(new)), etag);
                 Ok(true)
@@ -160,8 +203,8 @@ impl RemoteTier for S3Tier {
 
     fn get_blob(&self, digest: &str, limit: usize) -> Result<Option<Vec<u8>>, TierError> {
         let op = "get blob";
-        let name = object_name(&self.prefix, Space::Blob, digest);
-        match self.fetch(op, &name, limit)? {
+        let name = object_name(&self.objects.prefix, Space::Blob, digest);
+        match self.objects.fetch(op, &name, limit)? {
             Fetched::Absent => Ok(None),
             Fetched::Value { bytes, .. } => Ok(Some(bytes)),
             Fetched::TooLarge { .. } => Err(too_large(op, &name, limit)),
@@ -169,16 +212,20 @@ impl RemoteTier for S3Tier {
     }
 
     fn put_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), TierError> {
-        let name = object_name(&self.prefix, Space::Blob, digest);
+        let name = object_name(&self.objects.prefix, Space::Blob, digest);
         // Create-only: a blob already there is the same content (or one that a reader will find
         // corrupt and repair); a refused condition is success.
-        self.put("put blob", &name, bytes, Condition::Absent)?;
+        self.objects
+            .put("put blob", &name, bytes, Condition::Absent)?;
         Ok(())
     }
 
     fn repair_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), TierError> {
-        let name = object_name(&self.prefix, Space::Blob, digest);
-        match self.put("repair blob", &name, bytes, Condition::None)? {
+        let name = object_name(&self.objects.prefix, Space::Blob, digest);
+        match self
+            .objects
+            .put("repair blob", &name, bytes, Condition::None)?
+        {
             Written::Stored(_) => Ok(()),
             Written::ConditionFailed => Err(unexpected(
                 "repair blob",
@@ -190,8 +237,11 @@ impl RemoteTier for S3Tier {
 
     fn get_failure(&self, key: &str, limit: usize) -> Result<Option<Vec<u8>>, TierError> {
         let op = "get failure";
-        let name = object_name(&self.prefix, Space::Failure, key);
-        let bytes = match self.fetch(op, &name, limit + records::MAX_FAILURE_HEADER)? {
+        let name = object_name(&self.objects.prefix, Space::Failure, key);
+        let bytes = match self
+            .objects
+            .fetch(op, &name, limit + records::MAX_FAILURE_HEADER)?
+        {
             Fetched::Absent => return Ok(None),
             Fetched::Value { bytes, .. } => bytes,
             Fetched::TooLarge { .. } => return Err(too_large(op, &name, limit)),
@@ -210,9 +260,9 @@ impl RemoteTier for S3Tier {
     }
 
     fn put_failure(&self, key: &str, record: &[u8], ttl: Duration) -> Result<(), TierError> {
-        let name = object_name(&self.prefix, Space::Failure, key);
+        let name = object_name(&self.objects.prefix, Space::Failure, key);
         let expires_ms = self.server_now_ms() + ttl.as_millis() as u64;
-        self.put(
+        self.objects.put(
             "put failure",
             &name,
             &encode_failure(record, expires_ms),
@@ -223,10 +273,10 @@ impl RemoteTier for S3Tier {
 
     fn acquire_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, TierError> {
         let op = "acquire lease";
-        let name = object_name(&self.prefix, Space::Lease, key);
-        self.coordination(op, &name)?;
+        let name = object_name(&self.objects.prefix, Space::Lease, key);
+        self.coordination.check(&self.objects, op, &name)?;
         let body = self.lease_for(token, ttl).encode();
-        if let Written::Stored(_) = self.put(op, &name, &body, Condition::Absent)? {
+        if let Written::Stored(_) = self.objects.put(op, &name, &body, Condition::Absent)? {
             return Ok(true);
         }
         // Someone's lease is there: taken over only once it expired on the server's clock (the
@@ -244,14 +294,15 @@ impl RemoteTier for S3Tier {
         };
         let body = self.lease_for(token, ttl).encode();
         Ok(matches!(
-            self.put(op, &name, &body, Condition::Version(etag))?,
+            self.objects
+                .put(op, &name, &body, Condition::Version(etag))?,
             Written::Stored(_)
         ))
     }
 
     fn renew_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, TierError> {
         let op = "renew lease";
-        let name = object_name(&self.prefix, Space::Lease, key);
+        let name = object_name(&self.objects.prefix, Space::Lease, key);
         let Some(LeaseObject {
             lease: Some(lease),
             etag: Some(etag),
@@ -264,14 +315,15 @@ impl RemoteTier for S3Tier {
         }
         let body = self.lease_for(token, ttl).encode();
         Ok(matches!(
-            self.put(op, &name, &body, Condition::Version(etag))?,
+            self.objects
+                .put(op, &name, &body, Condition::Version(etag))?,
             Written::Stored(_)
         ))
     }
 
     fn release_lease(&self, key: &str, token: &str) -> Result<(), TierError> {
         let op = "release lease";
-        let name = object_name(&self.prefix, Space::Lease, key);
+        let name = object_name(&self.objects.prefix, Space::Lease, key);
         if let Some(LeaseObject {
             lease: Some(lease),
             etag: Some(etag),
@@ -279,14 +331,14 @@ impl RemoteTier for S3Tier {
         {
             if lease.token == token {
                 // Only that version: a lease another host took over meanwhile stays.
-                self.delete(op, &name, Condition::Version(etag))?;
+                self.objects.delete(op, &name, Condition::Version(etag))?;
             }
         }
         Ok(())
     }
 
     fn lease_held(&self, key: &str) -> Result<bool, TierError> {
-        let name = object_name(&self.prefix, Space::Lease, key);
+        let name = object_name(&self.objects.prefix, Space::Lease, key);
         Ok(match self.read_lease("look at lease", &name)? {
             Some(LeaseObject {
                 lease: Some(lease), ..
@@ -298,8 +350,8 @@ impl RemoteTier for S3Tier {
     fn health(&self) -> Result<(), TierError> {
         // A bounded read of a name nobody writes: absent is healthy; a missing bucket, a refused
         // signature or credential is an error with its reason, never a quiet miss.
-        let name = format!("{}/health", self.prefix);
-        self.fetch("health", &name, 0)?;
+        let name = format!("{}/health", self.objects.prefix);
+        self.objects.fetch("health", &name, 0)?;
         Ok(())
     }
 }

@@ -5,10 +5,10 @@
 //! batch. Every spec is resolved once, before any build starts, against the working directory of
 //! that moment. The stat cache is saved once, when the batch ends.
 
+use crate::build::request::Request;
+use crate::build::spec::KernelSpec;
 use crate::cache::{Answer, Cache};
 use crate::error::Result;
-use crate::request::Request;
-use crate::spec::KernelSpec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -43,12 +43,14 @@ impl Cache {
                 reason: e.to_string(),
             }),
         };
-        self.batch_depth
+        self.cx
+            .batch_depth
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let results = self.build_resolved(specs, &requests, &answer, parallelism, progress);
-        self.batch_depth
+        self.cx
+            .batch_depth
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        self.save_stat_cache();
+        self.cx.save_stat_cache();
         results
     }
 

@@ -6,117 +6,37 @@
 //! (the same key *and* the same search path), so two trees whose sources are identical never
 //! receive each other's artifact.
 
-pub use crate::answer::{Answer, Outcome, RebuildReason};
-use crate::counters::Event;
-
+pub use crate::build::answer::{Answer, Outcome, RebuildReason};
+use crate::build::request::Request;
+use crate::build::search::SearchPath;
+use crate::build::single_flight::SingleFlight;
+use crate::build::spec::KernelSpec;
+use crate::context::BuildContext;
+pub use crate::context::CacheOptions;
 use crate::error::{CompileFailed, Error, Result};
-use crate::headers::{self, AbsenceGroup, HeaderRecord, Mismatch};
-use crate::key::{self, Prepared};
-use crate::layout::{Layout, RootMode};
 use crate::memo::Memos;
-use crate::publish::Built;
-use crate::request::Request;
-use crate::search::SearchPath;
-use crate::single_flight::SingleFlight;
-use crate::spec::KernelSpec;
-use crate::toolchain::{HostCompiler, Toolchain};
-use fingerprint::{Digest, StatCache};
-use std::collections::{HashMap, HashSet};
+use crate::publication::Built;
+use crate::storage::counters::Event;
+use crate::storage::layout::Layout;
+use fingerprint::Digest;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
-
-/// Options for [`Cache::open_with`].
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct CacheOptions {
-    /// How the root may be shared.
-    pub mode: RootMode,
-    /// The compiler; found with `nvcc::Nvcc::locate` when not given.
-    pub nvcc: Option<nvcc::Nvcc>,
-    /// How many variants (header sets) one key keeps; the least recently built go first.
-    pub max_variants: usize,
-    /// A fleet's remote tier, consulted on a local miss (see [`crate::Remote`]); none by default.
-    pub remote: Option<crate::remote::Remote>,
-    /// Whether other hosts may share the root (detected from its filesystem by default).
-    pub sharing: crate::fstype::Sharing,
-    /// Directories the compile may use as its own (a logging wrapper's log, a harness's control
-    /// files), beside those `JIT_CACHE_IGNORED_PATHS` names: what it writes there is no side
-    /// effect, what it reads or looks for there no input. A traced compile that writes anywhere
-    /// else outside its own directories is not cached.
-    pub ignored_paths: Vec<PathBuf>,
-}
-
-impl Default for CacheOptions {
-    fn default() -> Self {
-        CacheOptions {
-            mode: RootMode::Private,
-            nvcc: None,
-            max_variants: 8,
-            remote: None,
-            sharing: crate::fstype::Sharing::Detect,
-            ignored_paths: Vec::new(),
-        }
-    }
-}
-
-impl CacheOptions {
-    /// Sets the root mode.
-    pub fn mode(mut self, mode: RootMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Says whether other hosts may share the root (NFS, Lustre), overriding detection.
-    pub fn sharing(mut self, sharing: crate::fstype::Sharing) -> Self {
-        self.sharing = sharing;
-        self
-    }
-
-    /// Shares kernels with other hosts through a remote tier.
-    pub fn remote(mut self, remote: crate::remote::Remote) -> Self {
-        self.remote = Some(remote);
-        self
-    }
-
-    /// Sets the compiler.
-    pub fn nvcc(mut self, nvcc: nvcc::Nvcc) -> Self {
-        self.nvcc = Some(nvcc);
-        self
-    }
-
-    /// Declares `dir` (absolute) the compile's own, as a logging wrapper's log: a compile that
-    /// writes there is still cached (a hit does not write there), and what it reads there is no
-    /// input.
-    pub fn ignore_paths_under(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.ignored_paths.push(dir.into());
-        self
-    }
-}
+use std::sync::Arc;
 
 /// What one flight hands to every thread that asked for the same request.
 pub(crate) type FlightResult = std::result::Result<Built, Arc<Error>>;
 
 /// A kernel cache rooted at one directory. Cheap to share between threads (`&Cache` or `Arc`).
 pub struct Cache {
-    pub(crate) layout: std::result::Result<Layout, String>,
-    pub(crate) root: PathBuf,
-    pub(crate) options: CacheOptions,
-    toolchain: OnceLock<std::result::Result<Arc<Toolchain>, Arc<crate::error::ToolchainError>>>,
-    hosts: Mutex<HashMap<PathBuf, Arc<HostCompiler>>>,
-    stat: OnceLock<Mutex<StatCache>>,
-    confirmed: Mutex<HashSet<(PathBuf, Digest)>>,
+    /// What the miss path borrows (`context.rs`).
+    pub(crate) cx: BuildContext,
     pub(crate) memos: Memos,
     flights: SingleFlight<(Digest, SearchPath), FlightResult>,
-    /// Builds of a batch in progress: the stat cache is then saved once, at the batch's end.
-    pub(crate) batch_depth: std::sync::atomic::AtomicUsize,
-    /// How requests were answered since the counts were last saved (`counters.rs`).
-    pub(crate) counters: crate::counters::Counters,
 }
 
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cache")
-            .field("root", &self.root)
+            .field("root", &self.cx.root)
             .finish_non_exhaustive()
     }
 }
@@ -134,7 +54,7 @@ impl Cache {
     /// Opens the default root: `$JIT_CACHE_DIR`, else `$XDG_CACHE_HOME/jit-cache`, else
     /// `~/.cache/jit-cache`.
     pub fn open_default() -> Result<Cache> {
-        let root = crate::layout::default_root().ok_or_else(|| Error::UnsafeRoot {
+        let root = crate::storage::layout::default_root().ok_or_else(|| Error::UnsafeRoot {
             path: PathBuf::new(),
             reason: "no cache directory: set JIT_CACHE_DIR, XDG_CACHE_HOME or HOME".into(),
         })?;
@@ -146,7 +66,7 @@ impl Cache {
         // Absolute once, here: the handle's root and its layout's places are spelled alike. A
         // root that cannot be made absolute (no working directory) fails in `Layout::open`
         // below, as any root that cannot be opened does.
-        let root = crate::layout::absolute_root(root.as_ref())
+        let root = crate::storage::layout::absolute_root(root.as_ref())
             .unwrap_or_else(|_| root.as_ref().to_path_buf());
         let layout = match Layout::open(&root, options.mode) {
             Ok(layout) => Ok(layout.with_sharing(options.sharing)),
@@ -154,142 +74,22 @@ impl Cache {
             Err(e) => Err(e.to_string()),
         };
         Ok(Cache {
-            layout,
-            root,
-            options,
-            toolchain: OnceLock::new(),
-            hosts: Mutex::new(HashMap::new()),
-            stat: OnceLock::new(),
-            confirmed: Mutex::new(HashSet::new()),
+            cx: BuildContext::new(layout, root, options),
             memos: Memos::default(),
             flights: SingleFlight::new(),
-            batch_depth: std::sync::atomic::AtomicUsize::new(0),
-            counters: crate::counters::Counters::default(),
         })
     }
 
     /// The root directory.
     pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The root's protocol (local when the root is unusable: nothing is shared then).
-    pub(crate) fn protocol(&self) -> crate::fstype::Protocol {
-        self.layout
-            .as_ref()
-            .map_or(crate::fstype::Protocol::Local, |layout| layout.protocol)
+        &self.cx.root
     }
 
     /// The keyed store on this root ([`crate::store`]): its entries live beside the kernels,
     /// under the same protocol, and this handle's `gc`, `verify`, `entries` and `stats` cover
     /// them too.
     pub fn store(&self) -> Result<crate::store::Store> {
-        match &self.layout {
-            Ok(layout) => Ok(crate::store::Store::on(
-                layout.clone(),
-                self.options.remote.clone(),
-            )),
-            Err(why) => Err(Error::UnsafeRoot {
-                path: self.root.clone(),
-                reason: why.clone(),
-            }),
-        }
-    }
-
-    pub(crate) fn toolchain(&self) -> Result<Arc<Toolchain>> {
-        let probed = self.toolchain.get_or_init(|| {
-            let nvcc = match &self.options.nvcc {
-                Some(nvcc) => nvcc.clone(),
-                None => nvcc::Nvcc::locate()
-                    .map_err(|e| Arc::new(crate::error::ToolchainError::NotFound(e)))?,
-            };
-            let state_dir = self
-                .layout
-                .as_ref()
-                .ok()
-                .map(|l| l.dir(crate::layout::Subdir::State));
-            Toolchain::probe(nvcc, state_dir.as_deref())
-                .map(Arc::new)
-                .map_err(|e| {
-                    Arc::new(match e {
-                        Error::Fingerprint(e) => crate::error::ToolchainError::Identity(e),
-                        Error::Toolchain(shared) => match Arc::try_unwrap(shared) {
-                            Ok(e) => e,
-                            Err(shared) => crate::error::ToolchainError::Cache(Box::new(
-                                Error::Toolchain(shared),
-                            )),
-                        },
-                        other => crate::error::ToolchainError::Cache(Box::new(other)),
-                    })
-                })
-        });
-        probed.clone().map_err(Error::Toolchain)
-    }
-
-    /// The host compiler a request uses: the one its flags (or `NVCC_CCBIN`) name, else nvcc's
-    /// default.
-    fn host(&self, toolchain: &Toolchain, ccbin: Option<&Path>) -> Arc<HostCompiler> {
-        let Some(ccbin) = ccbin else {
-            return Arc::clone(&toolchain.host);
-        };
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(
-            hosts
-                .entry(ccbin.to_path_buf())
-                .or_insert_with(|| Arc::new(toolchain.host_named(ccbin))),
-        )
-    }
-
-    /// Runs `f` with the stat cache, loaded on first use (a hit whose headers all match their
-    /// stamps never needs it).
-    pub(crate) fn with_stat_cache<T>(&self, f: impl FnOnce(&mut StatCache) -> T) -> T {
-        let cell = self.stat.get_or_init(|| {
-            Mutex::new(match &self.layout {
-                Ok(layout) => StatCache::load(&stat_cache_file(layout)),
-                Err(_) => StatCache::default(),
-            })
-        });
-        f(&mut cell.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Revalidates recorded inputs for `search`, hashing through the stat cache only where a
-    /// stamp does not settle it.
-    pub(crate) fn revalidate(
-        &self,
-        headers: &[HeaderRecord],
-        absent: &[AbsenceGroup],
-        search: &SearchPath,
-    ) -> std::result::Result<(), Box<Mismatch>> {
-        let mut confirmed = self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
-        headers::revalidate(
-            headers,
-            absent,
-            search,
-            self.look(),
-            &mut |p: &Path| self.with_stat_cache(|s| s.hash_file(p).ok()),
-            &mut confirmed,
-        )
-    }
-
-    /// How a hit looks at files: with the server's attributes under the shared protocol.
-    pub(crate) fn look(&self) -> headers::Look {
-        match &self.layout {
-            Ok(layout) if layout.protocol == crate::fstype::Protocol::Shared => {
-                headers::Look::Fresh
-            }
-            _ => headers::Look::Cached,
-        }
-    }
-
-    /// Computes the key of a resolved request.
-    pub(crate) fn prepare(&self, request: &Request) -> Result<(Arc<Toolchain>, Prepared)> {
-        key::check_source_readable(&request.spec, request.source_path.as_deref())?;
-        let toolchain = self.toolchain()?;
-        let host = self.host(&toolchain, request.ccbin.as_deref());
-        let prepared = key::prepare(request, &toolchain, &host, &|p| {
-            self.with_stat_cache(|s| Ok(s.hash_file(p)?))
-        })?;
-        Ok((toolchain, prepared))
+        self.cx.store()
     }
 
     /// Returns the compiled artifact for `spec`: from memory, from the cache, or by compiling it
@@ -312,22 +112,22 @@ impl Cache {
         loop {
             // Before anything of the request is read: a file written earlier is no edit during
             // the compile (`inputs::compile_start`).
-            let asked = crate::inputs::asked_now();
-            let (toolchain, prepared) = self.memos.prepare(self, request, fresh)?;
-            if let Some(hit) = self.memos.hit(self, &prepared) {
-                self.counters.count(Event::Hit);
+            let asked = crate::build::inputs::asked_now();
+            let (toolchain, prepared) = self.memos.prepare(&self.cx, request, fresh)?;
+            if let Some(hit) = self.memos.hit(&self.cx, &prepared) {
+                self.cx.counters.count(Event::Hit);
                 return Ok(hit);
             }
             let flight = (prepared.key, prepared.search.clone());
             let (result, _role) = self.flights.run(&flight, || {
-                crate::publish::lookup_or_build(self, request, &toolchain, &prepared, asked)
+                crate::miss::lookup_or_build(&self.cx, request, &toolchain, &prepared, asked)
                     .map_err(Arc::new)
             });
             match result {
                 Ok(Built::Answer(answer)) => {
                     // An answer with a warning was counted where it was made.
                     if answer.warning.is_none() {
-                        self.counters.count(match answer.outcome {
+                        self.cx.counters.count(match answer.outcome {
                             Outcome::Hit => Event::Hit,
                             Outcome::Fetched => Event::Fetched,
                             Outcome::Built | Outcome::Rebuilt { .. } => Event::Built,
@@ -338,7 +138,7 @@ impl Cache {
                 }
                 // An input that moved may settle: compile once more.
                 Ok(Built::Unproven {
-                    why: crate::unproven::Unproven::Moved(_),
+                    why: crate::base::unproven::Unproven::Moved(_),
                     ..
                 }) if !fresh => fresh = true,
                 Ok(Built::Unproven {
@@ -346,12 +146,13 @@ impl Cache {
                     bytes,
                     printed,
                 }) => {
-                    self.counters.count(Event::NotCached(why.kind()));
-                    let artifact = crate::compile::private_copy(request.spec.kind, bytes.to_vec())?;
+                    self.cx.counters.count(Event::NotCached(why.kind()));
+                    let artifact =
+                        crate::build::compile::private_copy(request.spec.kind, bytes.to_vec())?;
                     // This compile's own record, beside its private artifact: a launcher answers
                     // with it instead of compiling again.
                     if let Some(dir) = artifact.path().parent() {
-                        crate::compiler_record::write(
+                        crate::build::compiler_record::write(
                             dir,
                             &printed.stderr,
                             &printed.read,
@@ -359,7 +160,7 @@ impl Cache {
                             &prepared.search,
                         );
                     }
-                    let twice = if matches!(why, crate::unproven::Unproven::Moved(_)) {
+                    let twice = if matches!(why, crate::base::unproven::Unproven::Moved(_)) {
                         ", twice"
                     } else {
                         ""
@@ -383,10 +184,10 @@ impl Cache {
     /// fleet lease: a batch builds other kernels first instead of queueing behind it. Only a
     /// scheduling hint (it may change at once).
     pub(crate) fn key_is_being_built(&self, request: &Request) -> bool {
-        let Ok(layout) = &self.layout else {
+        let Ok(layout) = &self.cx.layout else {
             return false;
         };
-        let Ok((_, prepared)) = self.memos.prepare(self, request, false) else {
+        let Ok((_, prepared)) = self.memos.prepare(&self.cx, request, false) else {
             return false;
         };
         if self.memos.has_entry(&prepared.key) {
@@ -397,16 +198,16 @@ impl Cache {
         }
         // Another host compiling it under the fleet's lease counts too, unless the key has a
         // local entry already (a hit needs nobody).
-        self.options.remote.is_some()
+        self.cx.options.remote.is_some()
             && std::fs::symlink_metadata(layout.key_dir(&prepared.key)).is_err()
-            && crate::remote::flow::leased_elsewhere(self, layout, &prepared.key)
+            && crate::fleet::leased_elsewhere(&self.cx, layout, &prepared.key)
     }
 
     /// Forgets a recorded compile failure for `spec` and asks again.
     pub fn retry(&self, spec: &KernelSpec) -> Result<Answer> {
         let request = Request::resolve(spec)?;
-        let (_, prepared) = self.prepare(&request)?;
-        if let Ok(layout) = &self.layout {
+        let (_, prepared) = self.cx.prepare(&request)?;
+        if let Ok(layout) = &self.cx.layout {
             let path = layout.failure_file(&prepared.key);
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
@@ -420,20 +221,20 @@ impl Cache {
     /// Says what `get_or_build` would do for `spec`, and why, without compiling.
     pub fn explain(&self, spec: &KernelSpec) -> Result<Explanation> {
         let request = Request::resolve(spec)?;
-        let (_, prepared) = self.prepare(&request)?;
-        let layout = self.layout.as_ref().map_err(|why| Error::UnsafeRoot {
-            path: self.root.clone(),
+        let (_, prepared) = self.cx.prepare(&request)?;
+        let layout = self.cx.layout.as_ref().map_err(|why| Error::UnsafeRoot {
+            path: self.cx.root.clone(),
             reason: why.clone(),
         })?;
-        let lookup = self.lookup(layout, &prepared, spec.kind);
+        let lookup = self.cx.lookup(layout, &prepared, spec.kind);
         let action = if let Some((_, artifact)) = &lookup.hit {
             Action::Hit {
                 path: artifact.path().to_path_buf(),
             }
-        } else if let Some(failure) = self.recorded_failure(layout, &prepared) {
+        } else if let Some(failure) = self.cx.recorded_failure(layout, &prepared) {
             Action::FailedBefore { failure }
         } else {
-            match self.rebuild_reasons(layout, &prepared, &lookup) {
+            match self.cx.rebuild_reasons(layout, &prepared, &lookup) {
                 Some(reasons) => Action::Rebuild {
                     reasons: reasons.iter().map(ToString::to_string).collect(),
                 },
@@ -451,26 +252,9 @@ impl Cache {
     /// Saves what this handle learned that spares the next process work (the stat cache), as
     /// dropping the handle does: for a process that ends without dropping it.
     pub fn save_state(&self) {
-        self.save_stat_cache();
-        if let Ok(layout) = &self.layout {
-            self.counters.save(layout);
-        }
-    }
-
-    /// Persists the stat cache when it changed (it saves re-hashing in the next process), unless
-    /// a batch is running: the batch saves once when it ends.
-    pub(crate) fn save_stat_cache(&self) {
-        if self.batch_depth.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            return;
-        }
-        // Never loaded means never changed.
-        let Some(cell) = self.stat.get() else { return };
-        if let Ok(layout) = &self.layout {
-            let mut stat = cell.lock().unwrap_or_else(|p| p.into_inner());
-            if stat.is_dirty() {
-                prune_stat_cache(&mut stat);
-                let _ = stat.save(&stat_cache_file(layout));
-            }
+        self.cx.save_stat_cache();
+        if let Ok(layout) = &self.cx.layout {
+            self.cx.counters.save(layout);
         }
     }
 }
@@ -479,22 +263,6 @@ impl Drop for Cache {
     fn drop(&mut self) {
         self.save_state();
     }
-}
-
-/// The most entries the stat cache keeps: past that, entries for files that no longer exist go,
-/// so a cache that sees many generated trees does not grow without bound.
-const STAT_CACHE_MAX: usize = 50_000;
-
-fn prune_stat_cache(stat: &mut StatCache) {
-    if stat.len() > STAT_CACHE_MAX {
-        stat.retain(|path| Path::new(path).exists());
-    }
-}
-
-fn stat_cache_file(layout: &Layout) -> PathBuf {
-    layout
-        .dir(crate::layout::Subdir::State)
-        .join(format!("statcache-{}.json", crate::host::name()))
 }
 
 /// What [`Cache::explain`] found.
@@ -563,7 +331,10 @@ impl Cache {
     pub fn get_or_build_with_record(
         &self,
         spec: &KernelSpec,
-    ) -> Result<(Answer, Option<crate::compiler_record::CompilerRecord>)> {
+    ) -> Result<(
+        Answer,
+        Option<crate::build::compiler_record::CompilerRecord>,
+    )> {
         let request = Request::resolve(spec)?;
         let answer = self.answer(&request)?;
         // An entry's record, or an unpublished compile's own beside its private artifact.
@@ -571,7 +342,7 @@ impl Cache {
             .artifact
             .path()
             .parent()
-            .and_then(crate::compiler_record::load);
+            .and_then(crate::build::compiler_record::load);
         Ok((answer, record))
     }
 }
@@ -579,15 +350,15 @@ impl Cache {
 impl Cache {
     /// The remote counters recorded in this root's `state/remote.log` by every process that used
     /// it (all zero without a remote).
-    pub fn remote_stats(&self) -> crate::remote::RemoteStats {
-        let Ok(layout) = &self.layout else {
-            return crate::remote::RemoteStats::default();
+    pub fn remote_stats(&self) -> crate::store::tier::RemoteStats {
+        let Ok(layout) = &self.cx.layout else {
+            return crate::store::tier::RemoteStats::default();
         };
         let path = layout
-            .pinned(crate::layout::Subdir::State)
-            .join(crate::remote::LOG_FILE);
+            .pinned(crate::storage::layout::Subdir::State)
+            .join(crate::store::tier::LOG_FILE);
         std::fs::read_to_string(path)
-            .map(|text| crate::remote::RemoteStats::from_log(&text))
+            .map(|text| crate::store::tier::RemoteStats::from_log(&text))
             .unwrap_or_default()
     }
 }

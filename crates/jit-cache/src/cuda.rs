@@ -4,7 +4,7 @@
 //! panics when the library is missing, so [`cuda_available`] checks for it first and every entry
 //! point returns [`Error::Gpu`] instead of panicking on a machine without a driver.
 
-use crate::entry::Artifact;
+use crate::build::entry::Artifact;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 

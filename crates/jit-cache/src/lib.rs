@@ -77,78 +77,52 @@
 //! ```
 #![deny(missing_docs)]
 
-mod answer;
+mod base;
 mod batch;
+mod build;
 mod cache;
-mod compile;
-mod compiler_record;
-mod counters;
+mod context;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-mod entry;
 mod error;
-mod event_log;
-mod evict;
-#[cfg(feature = "failpoints")]
-mod failpoints;
-#[cfg(not(loom))]
-mod fork;
-mod fstype;
-mod grace;
-mod headers;
-mod hooks;
-mod host;
-mod inputs;
-mod key;
-mod layout;
-mod liveness;
+mod fleet;
 mod lookup;
 mod maintenance;
 mod memo;
-mod observed;
+mod miss;
 mod pack;
-mod pin;
-mod publish;
-mod record_text;
-mod records;
-mod redact;
-mod remote;
-mod request;
-mod scan;
-mod search;
-mod single_flight;
-mod source_bound;
-mod spec;
-mod staging;
-mod stamp;
+mod publication;
+mod storage;
 pub mod store;
-mod sync;
-mod toolchain;
-mod unproven;
 
-pub use batch::Progress;
-pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome, RebuildReason};
-pub use compiler_record::{CompilerRecord, Prerequisite};
-pub use entry::Artifact;
-pub use error::{CompileFailed, Error, FailureCause, Result, ToolchainError};
-pub use fstype::{Sharing, SHARING_ENV};
-pub use key::CACHE_FORMAT;
-pub use layout::{default_root, RootMode, FORMAT_DIR};
-/// The test harnesses' knob that scales the shared protocol's periods: not part of the API.
+pub use base::fstype::{Sharing, SHARING_ENV};
+pub use base::redact::redact_url;
+/// The crash harness's names of the protocol's points: not part of the API.
 #[doc(hidden)]
-pub use liveness::SHARED_GRACE_ENV;
-pub use liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH};
+pub use base::words::UnknownWord;
+pub use batch::Progress;
+pub use build::compiler_record::{CompilerRecord, Prerequisite};
+pub use build::entry::Artifact;
+pub use build::key::CACHE_FORMAT;
+pub use build::spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};
+pub use cache::{Action, Answer, Cache, CacheOptions, Explanation, Outcome, RebuildReason};
+pub use error::{CompileFailed, Error, FailureCause, Result, ToolchainError};
+pub use fleet::manifest_artifacts;
 pub use maintenance::{EntryInfo, GcPolicy, GcReport, Stats, VerifyReport, SWEEP_MIN_AGE};
 pub use nvcc::OutputKind;
 pub use pack::{
     list_pack, ExportReport, ImportReport, PackEntry, PackEntryKind, PackFilter, PackKind,
 };
-pub use redact::redact_url;
-pub use remote::{
-    manifest_artifacts, Expected, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier,
-    TierError, TierErrorKind,
+#[doc(hidden)]
+pub use storage::hooks::Failpoint;
+pub use storage::layout::{default_root, RootMode, FORMAT_DIR};
+/// The test harnesses' knob that scales the shared protocol's periods: not part of the API.
+#[doc(hidden)]
+pub use storage::liveness::SHARED_GRACE_ENV;
+pub use storage::liveness::{FOREIGN_GRACE, HEARTBEAT_INTERVAL, PIN_GRACE, PIN_REFRESH};
+pub use store::tier::{
+    Expected, Remote, RemoteMode, RemotePolicy, RemoteStats, RemoteTier, TierError, TierErrorKind,
 };
-pub use spec::{Extra, KernelSpec, Source, MAX_NAME_LEN};
 
 /// The README's examples compile (`cargo test --doc`).
 #[cfg(doctest)]

@@ -1,14 +1,14 @@
 //! Looking in the cache: the variants of a key, a recorded failure, and why an earlier variant
 //! no longer serves.
 
-use crate::answer::RebuildReason;
-use crate::cache::Cache;
-use crate::entry::{self, Artifact, Meta, Unusable};
+use crate::build::answer::RebuildReason;
+use crate::build::entry::{self, Artifact, Meta, Unusable};
+use crate::build::headers::Mismatch;
+use crate::build::key::Prepared;
+use crate::build::records::{read_record, FailureRecord, SlotRecord};
+use crate::context::BuildContext;
 use crate::error::CompileFailed;
-use crate::headers::Mismatch;
-use crate::key::Prepared;
-use crate::layout::Layout;
-use crate::records::{read_record, FailureRecord, SlotRecord};
+use crate::storage::layout::Layout;
 use std::path::PathBuf;
 
 /// What a lookup found.
@@ -22,7 +22,7 @@ pub(crate) struct Lookup {
     pub(crate) examined: Vec<String>,
 }
 
-impl Cache {
+impl BuildContext {
     /// Looks for a variant of the key whose recorded inputs match the files now. Returns the
     /// hit, plus the entries found corrupt and the reasons the other variants did not match.
     pub(crate) fn lookup(
@@ -39,7 +39,7 @@ impl Cache {
                 &dir,
                 &prepared.key,
                 &variant,
-                crate::pin::LastUse::Refresh(layout.protocol),
+                crate::storage::pin::LastUse::Refresh(layout.protocol),
             ) {
                 Ok(open) => open,
                 Err(Unusable::Absent) => continue,

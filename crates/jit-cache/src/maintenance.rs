@@ -5,12 +5,14 @@
 //! that holds an entry keeps working. Trash and abandoned staging directories are removed by the
 //! sweep, which only removes what no live process holds.
 
+use crate::build::entry::{self, Meta};
 use crate::cache::Cache;
-use crate::entry::{self, Meta};
 use crate::error::{Error, Result};
-use crate::evict::{evict_unless_pinned, evict_unpinned, remove_unpinned, DirIdentity, Evicted};
-use crate::fstype::Protocol;
-use crate::layout::{open_dir_nofollow, Layout, Subdir};
+use crate::storage::counters::Event;
+use crate::storage::evict::{
+    evict_unless_pinned, evict_unpinned, remove_unpinned, DirIdentity, Evicted,
+};
+use crate::storage::layout::{open_dir_nofollow, Layout, Subdir};
 use crate::store::{is_stored_meta, StoredMeta};
 use durable_fs::Wait;
 use fingerprint::Digest;
@@ -20,7 +22,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use crate::liveness::SWEEP_MIN_AGE;
+pub use crate::storage::liveness::SWEEP_MIN_AGE;
 
 /// One published entry.
 #[derive(Debug, Clone, Serialize)]
@@ -110,8 +112,8 @@ pub struct VerifyReport {
 
 impl Cache {
     pub(crate) fn usable_layout(&self) -> Result<&Layout> {
-        self.layout.as_ref().map_err(|why| Error::UnsafeRoot {
-            path: self.root.clone(),
+        self.cx.layout.as_ref().map_err(|why| Error::UnsafeRoot {
+            path: self.cx.root.clone(),
             reason: why.clone(),
         })
     }
@@ -136,20 +138,23 @@ impl Cache {
         };
         let builds_recorded =
             std::fs::read_to_string(layout.pinned(Subdir::State).join("events.log"))
-                .map(|log| crate::event_log::builds(&log))
+                .map(|log| crate::base::event_log::builds(&log))
                 .unwrap_or(0);
         // This handle's own counts first, so that they are in what it reports.
-        self.counters.save(layout);
-        let totals = crate::counters::totals(layout);
-        let total = |what: &str| totals.get(what).copied().unwrap_or(0);
+        self.cx.counters.save(layout);
+        let totals = crate::storage::counters::totals(layout);
+        let total = |what: Event| totals.get(&what).copied().unwrap_or(0);
         let not_cached = totals
             .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix("not-cached.")?.to_string(), *v)))
+            .filter_map(|(event, n)| match event {
+                Event::NotCached(why) => Some((why.to_string(), *n)),
+                _ => None,
+            })
             .collect();
         Ok(Stats {
-            hits: total("hit"),
-            built: total("built"),
-            fetched: total("fetched"),
+            hits: total(Event::Hit),
+            built: total(Event::Built),
+            fetched: total(Event::Fetched),
             not_cached,
             entries: entries.len(),
             bytes: entries.iter().map(|e| e.bytes).sum(),
@@ -161,10 +166,7 @@ impl Cache {
                 "unknown" => format!("unknown (0x{:x})", layout.fs.magic),
                 name => name.to_string(),
             },
-            protocol: match layout.protocol {
-                Protocol::Local => "local".into(),
-                Protocol::Shared => "shared".into(),
-            },
+            protocol: layout.protocol.name().into(),
         })
     }
 
@@ -261,7 +263,7 @@ impl Cache {
                 .and_then(|k| k.file_name())
                 .and_then(|k| k.to_str())
                 .and_then(|k| k.parse::<Digest>().ok());
-            crate::hooks::point("verify-found-corrupt");
+            crate::storage::hooks::point(crate::storage::hooks::Failpoint::VerifyFoundCorrupt);
             let _guard = match key {
                 Some(key) => Some(layout.lock_key(&key, Wait::Forever)?),
                 None => None,
@@ -304,15 +306,20 @@ impl Cache {
             Subdir::State,
         ] {
             let shown = layout.dir(sub);
-            removed += crate::liveness::sweep_dir(&layout.pinned(sub), &shown, protocol)?;
+            removed += crate::storage::liveness::sweep_dir(&layout.pinned(sub), &shown, protocol)?;
         }
         let mut failed = None;
-        for_each_key_dir(layout, |shown, fd| {
-            match crate::liveness::sweep_dir(&layout.fd_path(fd.as_fd(), shown), shown, protocol) {
+        for_each_key_dir(
+            layout,
+            |shown, fd| match crate::storage::liveness::sweep_dir(
+                &layout.fd_path(fd.as_fd(), shown),
+                shown,
+                protocol,
+            ) {
                 Ok(count) => removed += count,
                 Err(e) => failed = failed.take().or(Some(e)),
-            }
-        });
+            },
+        );
         if let Some(e) = failed {
             return Err(e);
         }
@@ -351,7 +358,7 @@ fn problem(dir: &Path, meta: Result<Described>) -> Option<String> {
             }
         }
         Ok(Described::Kernel(meta)) => {
-            let variant = crate::layout::variant_dir_name(&meta.variant);
+            let variant = crate::storage::layout::variant_dir_name(&meta.variant);
             match entry::open_entry(dir, &meta.key, &variant, entry::LastUse::Keep)
                 .and_then(|open| open.load(meta.kind))
             {

@@ -3,14 +3,15 @@
 //! entered the key are unchanged); per key, the entry's bytes and project inputs (never a pin:
 //! a remembered entry stays evictable, and a memo hit re-pins it).
 
-use crate::cache::{Answer, Cache, Outcome};
-use crate::entry::Artifact;
+use crate::build::answer::{Answer, Outcome};
+use crate::build::entry::Artifact;
+use crate::build::headers::{FastCheck, Inputs};
+use crate::build::key::Prepared;
+use crate::build::request::Request;
+use crate::build::spec::Extra;
+use crate::build::toolchain::Toolchain;
+use crate::context::BuildContext;
 use crate::error::Result;
-use crate::headers::{FastCheck, Inputs};
-use crate::key::Prepared;
-use crate::request::Request;
-use crate::spec::Extra;
-use crate::toolchain::Toolchain;
 use fingerprint::Digest;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -62,11 +63,11 @@ impl Memos {
     /// prepared in full. `fresh` skips the memo.
     pub(crate) fn prepare(
         &self,
-        cache: &Cache,
+        cx: &BuildContext,
         request: &Request,
         fresh: bool,
     ) -> Result<(Arc<Toolchain>, Arc<Prepared>)> {
-        let toolchain = cache.toolchain()?;
+        let toolchain = cx.toolchain()?;
         let memoizable = request
             .spec
             .extras
@@ -79,7 +80,7 @@ impl Memos {
                     None => true,
                     Some(path) => {
                         let stamp = seen.prepared.source_stamp;
-                        (stamp.is_some() && cache.look().stamp(path) == stamp)
+                        (stamp.is_some() && cx.look().stamp(path) == stamp)
                             || fingerprint::hash_file(path).ok()
                                 == Some(seen.prepared.source_digest)
                     }
@@ -89,7 +90,7 @@ impl Memos {
                 }
             }
         }
-        let (toolchain, prepared) = cache.prepare(request)?;
+        let (toolchain, prepared) = cx.prepare(request)?;
         let prepared = Arc::new(prepared);
         if memoizable {
             let memo = RequestMemo {
@@ -114,7 +115,7 @@ impl Memos {
 
     /// A repeated request: revalidate the project inputs (a `stat` each, or the precomputed
     /// check) and answer from memory.
-    pub(crate) fn hit(&self, cache: &Cache, prepared: &Prepared) -> Option<Answer> {
+    pub(crate) fn hit(&self, cx: &BuildContext, prepared: &Prepared) -> Option<Answer> {
         let memo = self
             .entries
             .lock()
@@ -128,12 +129,12 @@ impl Memos {
             .as_ref()
             .filter(|f| f.applies_to(&prepared.search));
         let valid = match fast {
-            Some(fast) => fast.still_valid(cache.look()),
+            Some(fast) => fast.still_valid(cx.look()),
             None => {
                 // Stamps first, then the full check: a change made between the two fails the
                 // precomputed check next time.
                 let stamped = FastCheck::stamp(&memo.inputs, &prepared.search).map(Arc::new);
-                let ok = cache
+                let ok = cx
                     .revalidate(&memo.inputs.headers, &memo.inputs.absent, &prepared.search)
                     .is_ok();
                 if ok && stamped.is_some() {
@@ -150,7 +151,7 @@ impl Memos {
             }
         };
         let artifact = if valid {
-            Artifact::repin(memo.bytes, &memo.path, memo.kind, cache.protocol())
+            Artifact::repin(memo.bytes, &memo.path, memo.kind, cx.protocol())
         } else {
             None
         };

@@ -12,8 +12,8 @@ use std::time::Duration;
 use fuser::{BackgroundSession, Config, MountOption, Session};
 
 use crate::fs::HostFs;
+use crate::locks::Locks;
 use crate::store::Store;
-use crate::Locks;
 use fs_testbed::namespace as ns;
 
 /// How to set up the simulated hosts.

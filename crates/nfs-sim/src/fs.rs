@@ -23,8 +23,8 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 
+use crate::locks::Locks;
 use crate::store::{Body, Ino, Lock, Node, Store};
-use crate::Locks;
 
 pub(crate) struct HostFs {
     pub(crate) host: usize,

@@ -55,16 +55,8 @@
 
 mod cluster;
 mod fs;
+mod locks;
 mod store;
 
 pub use cluster::{host_id_of, Cluster, Options, Skipped};
-
-/// Whether locks reach every host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Locks {
-    /// NFS with a lock manager: `flock`/`fcntl` on regular files are seen by every host;
-    /// directory `flock`s stay local to each host.
-    Shared,
-    /// `nolock` or `local_lock=all`: every lock is local to its host.
-    Local,
-}
+pub use locks::Locks;

@@ -32,6 +32,17 @@ pub(crate) enum Step {
     Seccomp,
 }
 
+impl Step {
+    /// The step as messages name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Step::Installed => "install",
+            Step::NoNewPrivs => "prctl(PR_SET_NO_NEW_PRIVS)",
+            Step::Seccomp => "seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)",
+        }
+    }
+}
+
 const MAGIC: u8 = b'T';
 
 impl Hello {

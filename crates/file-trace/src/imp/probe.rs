@@ -1,10 +1,10 @@
 //! [`probe`]: whether this system can trace, found by tracing one call of a forked child.
 
 use crate::imp::filter::Program;
+use crate::imp::handle::TraceHandle;
 use crate::imp::hook::{self, Step};
 use crate::imp::supervisor::Failure;
 use crate::imp::supervisor::ANSWER_OP;
-use crate::imp::tracer::{step_name, TraceHandle};
 use crate::support::{Support, SyncWakeUp, Unsupported};
 use crate::trace::{Errno, Found, Op};
 use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
@@ -83,7 +83,7 @@ fn run_probe() -> Result<Support, Unsupported> {
         })) if errno.raw() == libc::EBUSY => return Err(Unsupported::AlreadyTraced),
         Some(Err(Failure::Hook { step, errno })) => {
             return Err(Unsupported::Refused {
-                step: step_name(step),
+                step: step.name(),
                 errno,
             })
         }

@@ -20,20 +20,19 @@
 //! to stderr); stdout is not replayed.
 
 mod depfile;
+mod log;
 mod output;
 mod parse;
 
+pub(crate) use log::counts;
+
 use jit_cache::{Cache, CacheOptions, Error, KernelSpec, OutputKind};
+use log::{Counted, LogLine};
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// The file under the cache root where uncacheable commands and fallbacks are counted (one
-/// line each, appended).
-pub(crate) const LOG_FILE: &str = "launcher.log";
 
 /// Set to `1` to run the real nvcc for every command (for comparisons).
 const DISABLE_ENV: &str = "JIT_CACHE_DISABLE";
@@ -84,63 +83,18 @@ fn is_nvcc(program: &Path) -> bool {
         .is_some_and(|n| n.to_string_lossy().contains("nvcc"))
 }
 
-/// The real nvcc: the one named, else `NVCC`, `CUDA_HOME/bin/nvcc`, `CUDA_PATH/bin/nvcc`, each
-/// `PATH` entry, then the library's search (pip venvs, `/usr/local/cuda`), never this binary; a
-/// shim's `bin/nvcc` (`jit-cache shim`) stands for the real nvcc it records, so that a shim never
-/// runs the launcher over itself.
-pub(crate) fn real_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
-    let found = find_nvcc(named)?;
-    Ok(crate::shim::recorded_nvcc(&found).unwrap_or(found))
-}
-
-fn find_nvcc(named: Option<PathBuf>) -> Result<PathBuf, String> {
-    // This binary by identity (device and inode, through every link), not by path: two stats
-    // instead of resolving each path component.
-    let identity = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    let me = identity(Path::new("/proc/self/exe"))
-        .ok_or_else(|| "find this executable: /proc/self/exe".to_string())?;
-    let is_me = |p: &Path| identity(p) == Some(me);
-    if let Some(named) = named {
-        if is_me(&named) {
-            return Err(format!("{} is this launcher, not nvcc", named.display()));
-        }
-        return Ok(named);
-    }
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(nvcc) = std::env::var_os("NVCC").filter(|v| !v.is_empty()) {
-        candidates.push(nvcc.into());
-    }
-    for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(root) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            candidates.push(Path::new(&root).join("bin").join("nvcc"));
-        }
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("nvcc")));
-    }
-    if let Some(found) = candidates.into_iter().find(|c| c.is_file() && !is_me(c)) {
-        return Ok(found);
-    }
-    // The library's search (pip venvs, /usr/local/cuda) costs more: only when nothing else names
-    // a compiler.
-    nvcc::Nvcc::locate()
-        .ok()
-        .map(|found| found.path().to_path_buf())
-        .filter(|p| !is_me(p))
-        .ok_or_else(|| {
-            "no nvcc found (set NVCC, CUDA_HOME or PATH; the launcher never runs itself)".into()
-        })
-}
-
 fn launch(named: Option<PathBuf>, args: &[OsString]) -> ExitCode {
     if let Some(program) = named.as_ref().filter(|p| !is_nvcc(p)) {
-        log(&format!(
-            "uncacheable: {} is not nvcc",
-            program.file_name().unwrap_or_default().to_string_lossy()
+        log(&LogLine::new(
+            Counted::Uncacheable,
+            format!(
+                "{} is not nvcc",
+                program.file_name().unwrap_or_default().to_string_lossy()
+            ),
         ));
         return run_real(program, args);
     }
-    let real = match real_nvcc(named) {
+    let real = match crate::real_nvcc::find(named) {
         Ok(real) => real,
         Err(why) => {
             eprintln!("jit-cache: {why}");
@@ -169,11 +123,11 @@ enum Fallback {
 }
 
 impl Fallback {
-    fn log_line(&self) -> Option<String> {
+    fn log_line(self) -> Option<LogLine> {
         match self {
-            Fallback::Uncacheable(why) => Some(format!("uncacheable: {why}")),
+            Fallback::Uncacheable(why) => Some(LogLine::new(Counted::Uncacheable, why)),
             Fallback::CompileFailed => None,
-            Fallback::Cache(why) => Some(format!("fallback: {why}")),
+            Fallback::Cache(why) => Some(LogLine::new(Counted::Fallback, why)),
         }
     }
 }
@@ -185,40 +139,11 @@ fn run_real(real: &Path, args: &[OsString]) -> ExitCode {
     ExitCode::from(127)
 }
 
-/// Appends one line to the launcher log under the default root. Best effort: counting never
-/// fails a build.
-fn log(line: &str) {
-    let Some(root) = jit_cache::default_root() else {
-        return;
-    };
-    // The root as the cache creates it (0700), when no cacheable command has opened it yet.
-    let _ = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&root);
-    if let Ok(mut file) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(root.join(LOG_FILE))
-    {
-        // One write of one line: O_APPEND keeps concurrent launchers' lines whole.
-        let _ = file.write_all(format!("{line}\n").as_bytes());
+/// Appends one line to the launcher log under the default root.
+fn log(line: &LogLine) {
+    if let Some(root) = jit_cache::default_root() {
+        log::append(&root, line);
     }
-}
-
-/// The counts in the launcher log, by line, most frequent first.
-pub(crate) fn counts(root: &Path) -> Vec<(String, usize)> {
-    let text = std::fs::read_to_string(root.join(LOG_FILE)).unwrap_or_default();
-    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-    for line in text.lines().filter(|l| !l.is_empty()) {
-        *counts.entry(line).or_default() += 1;
-    }
-    let mut out: Vec<(String, usize)> = counts
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    out
 }
 
 fn try_cached(real: &Path, args: &[OsString]) -> Result<ExitCode, Fallback> {

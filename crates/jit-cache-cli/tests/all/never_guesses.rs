@@ -450,18 +450,23 @@ fn heavy_answers_that_depend_on_the_host_are_not_cached() {
     }
 }
 
-/// A cubin with its temporary files' process ids (`tmpxft_<pid>_...`, in ptxas's recorded
-/// command line) zeroed: bare nvcc's own debug cubins differ only there from run to run.
+/// A cubin with its temporary files' names made neutral (`tmpxft_<pid>_<n>`, two fields of 8 hex
+/// digits in ptxas's recorded command line): bare nvcc's own debug cubins differ only there from
+/// run to run. `<n>` is not always 0: nvcc counts up past a leftover temp of an earlier process
+/// with the same pid (seen in a full test run: `_00000001`).
 fn without_pids(cubin: &[u8]) -> Vec<u8> {
     let mut out = cubin.to_vec();
     let marker = b"tmpxft_";
     let mut at = 0;
     while let Some(found) = out[at..].windows(marker.len()).position(|w| w == marker) {
-        let pid = at + found + marker.len();
-        for b in out.iter_mut().skip(pid).take(8) {
-            *b = b'0';
+        let fields = at + found + marker.len();
+        // `%08x_%08x`: each hex digit zeroed, the `_` between them kept.
+        for b in out.iter_mut().skip(fields).take(17) {
+            if b.is_ascii_hexdigit() {
+                *b = b'0';
+            }
         }
-        at = pid;
+        at = fields;
     }
     out
 }

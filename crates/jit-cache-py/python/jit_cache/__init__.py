@@ -17,6 +17,8 @@ Four uses, a few lines each::
     answer = cache.get_or_build("kernels/gemm.cu", include_dirs=["kernels/include"], arch="sm_90")
     print(answer.outcome, answer.reasons)    # "rebuilt", ["header `tile.cuh` changed (...)"]
     module = load_cubin(answer.path)         # the path stays valid while `answer` is alive
+    gemm = jit_cache.KernelSpec("kernels/gemm.cu", arch="sm_90")   # a request, made once
+    cache.get_or_build(gemm)
 
     # 3. A build directory gated by content (FlashInfer #4489: ninja trusts mtimes).
     from jit_cache import fingerprint
@@ -26,13 +28,18 @@ Four uses, a few lines each::
         print(g.reasons)                          # why it was wiped
         run_ninja("build/mod")                    # the manifest is committed only on success
 
-    # 4. A keyed store for a JIT with its own key and bytes (Triton: ``jit_cache.triton``).
+    # 4. A keyed store for a JIT with its own key and bytes (Triton: ``jit_cache.triton``;
+    #    torch.compile's Inductor caches: ``jit_cache.torch``, or JIT_CACHE_TORCH=1).
     store = jit_cache.Store()
     claim = store.begin("triton", key, wait=60)   # the entry, or this process is its one producer
     if isinstance(claim, jit_cache.Producer):
-        claim.write("k.cubin", cubin)
-        claim = claim.commit()                    # fsynced, one rename
+        with claim:                               # committed (fsynced, one rename) at the end;
+            claim.write("k.cubin", cubin)         # abandoned if the block raises
+        claim = store.get("triton", key)
     print(claim.path("k.cubin"))                  # valid while `claim` is alive
+
+Reports are dicts typed as ``TypedDict``s (``jit_cache.Stats``, ...) and states are
+``Literal``s (``jit_cache.Outcome``, ...), for annotations.
 
 The nvcc launcher is the ``jit-cache`` command that ``pip install`` puts on PATH (a native
 binary, no Python start per call): ``FLASHINFER_NVCC_LAUNCHER=jit-cache``,
@@ -51,19 +58,60 @@ from ._errors import (
     InvalidSpecError,
     PackError,
 )
-from ._native import Answer, Cache, Producer, Source, Store, StoredEntry, __version__, list_pack
+from ._native import (
+    Answer,
+    Cache,
+    KernelSpec,
+    Producer,
+    Source,
+    Store,
+    StoredEntry,
+    __version__,
+    list_pack,
+)
+from ._types import (
+    BatchReport,
+    Cause,
+    Explanation,
+    ExportReport,
+    GcReport,
+    ImportReport,
+    KernelOptions,
+    KernelRequest,
+    Kind,
+    Outcome,
+    PackEntry,
+    Severity,
+    Stats,
+    VerifyReport,
+)
 
 __all__ = [
     "Answer",
+    "BatchReport",
     "BusyError",
     "Cache",
     "CacheError",
+    "Cause",
     "CompileError",
     "Diagnostic",
     "Error",
+    "Explanation",
+    "ExportReport",
+    "GcReport",
+    "ImportReport",
     "InvalidSpecError",
+    "KernelOptions",
+    "KernelRequest",
+    "KernelSpec",
+    "Kind",
+    "Outcome",
+    "PackEntry",
     "PackError",
     "Producer",
+    "Severity",
+    "Stats",
+    "VerifyReport",
     "Source",
     "Store",
     "StoredEntry",

@@ -1,9 +1,18 @@
-"""The exceptions of ``jit_cache`` (filesystem errors are ``OSError`` subclasses instead)."""
+"""The exceptions of ``jit_cache`` (filesystem errors are ``OSError`` subclasses instead).
+
+The native module imports these classes once, when it is initialised, and raises them by
+their class objects (``jit_cache._native.CompileError is jit_cache.CompileError``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
+
+if TYPE_CHECKING:
+    # Only for the annotations: `_types` imports `_native`, whose initialisation imports this
+    # module for its exception classes.
+    from ._types import Cause, Severity
 
 
 class Error(Exception):
@@ -66,7 +75,7 @@ class Diagnostic:
     file: Optional[str]
     line: Optional[int]
     column: Optional[int]
-    severity: str
+    severity: Severity
     message: str
 
     def __str__(self) -> str:
@@ -94,7 +103,7 @@ class CompileError(Error):
         exit_code: Optional[int] = None,
         diagnostics: Optional[List[Diagnostic]] = None,
         stderr: str = "",
-        cause: str = "source",
+        cause: Cause = "source",
         from_record: bool = False,
     ) -> None:
         super().__init__(message)

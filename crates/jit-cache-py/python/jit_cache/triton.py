@@ -59,12 +59,13 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from triton import knobs as _knobs
 from triton.runtime import cache as _triton_cache
 
 from . import durable
+from ._env_store import env_store
 from ._errors import BusyError, Error
 from ._native import Producer, Store, StoredEntry
 
@@ -82,19 +83,17 @@ HELD_ENTRIES = 256
 """How many entries a process keeps pinned (one descriptor each), most recently answered first."""
 
 _lock = threading.Lock()
-_store: Optional[Store] = None
 _held: "collections.OrderedDict[str, StoredEntry]" = collections.OrderedDict()
 _private_dirs: List[str] = []
-_warned: set = set()
+_warned: Set[str] = set()
 
 
 def _after_fork_in_child() -> None:
     # The child starts afresh: another thread of the parent may have held the lock at the fork,
     # and the parent's pins, store handle and private directories are the parent's (the native
     # objects are never used or released in the child; dropping them here forgets them).
-    global _lock, _store, _held, _private_dirs
+    global _lock, _held, _private_dirs
     _lock = threading.Lock()
-    _store = None
     _held = collections.OrderedDict()
     _private_dirs = []
 
@@ -104,17 +103,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 def store() -> Store:
     """This process's store on the root the environment names (``JIT_CACHE_DIR``, ...)."""
-    global _store
-    if _store is not None:
-        return _store
-    with _lock:
-        if _store is None:
-            _store = Store(
-                os.environ.get("JIT_CACHE_DIR") or None,
-                team=os.environ.get("JIT_CACHE_TEAM", "") not in ("", "0"),
-                remote=os.environ.get("JIT_CACHE_REMOTE") or None,
-            )
-        return _store
+    return env_store()
 
 
 def _wait() -> float:
@@ -395,7 +384,7 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 # The recordings in progress, by the thread making each: the audit hook is process-wide, and a
 # recording sees only its own thread's events, never another call's.
-_recordings: Dict[int, Dict[str, set]] = {}
+_recordings: Dict[int, Dict[str, Set[str]]] = {}
 _audit_installed = False
 # One first call of `triton_key()` at a time records and computes; the others wait for its answer.
 _key_lock = threading.Lock()
@@ -412,7 +401,7 @@ def _after_fork_reset_key_lock() -> None:
 os.register_at_fork(after_in_child=_after_fork_reset_key_lock)
 
 
-def _audit(event: str, args: tuple) -> None:
+def _audit(event: str, args: Tuple[Any, ...]) -> None:
     if not _recordings:
         return
     recording = _recordings.get(threading.get_ident())
@@ -474,7 +463,7 @@ def _answered(record: Dict[str, Any], identity: Dict[str, Any]) -> Optional[str]
     return record["key"]
 
 
-def _recorded_call(original: Callable[[], str]) -> tuple:
+def _recorded_call(original: Callable[[], str]) -> Tuple[Any, ...]:
     """Calls Triton's own ``triton_key`` noting every file it opened and directory it listed (on
     the calling thread; the caller holds ``_key_lock``)."""
     global _audit_installed
@@ -483,7 +472,7 @@ def _recorded_call(original: Callable[[], str]) -> tuple:
         _audit_installed = True
     read_at = time.time_ns()
     me = threading.get_ident()
-    recording: Dict[str, set] = {"files": set(), "dirs": set()}
+    recording: Dict[str, Set[str]] = {"files": set(), "dirs": set()}
     _recordings[me] = recording
     try:
         value = original()

@@ -1,14 +1,16 @@
 //! A real `weed mini` per test (loopback ports, data in a temp dir, its own process group,
-//! killed by pid), the real nvcc, caches that stand for hosts, and a proxy that drops S3's
+//! killed by pid) as the conformance suite's [`TestServer`], and a proxy that drops S3's
 //! conditional headers (a server, or a cache in front of one, that ignores them).
 
-use jit_cache::{Cache, CacheOptions, KernelSpec, Remote, RemoteMode, RemotePolicy};
+use jit_cache::{Remote, RemoteMode};
+use jit_cache_remote::conformance::hosts::remote_on;
+use jit_cache_remote::conformance::server::{Space, TestServer, Timeouts};
+use jit_cache_remote::test_server::Signal;
+use jit_cache_remote::Audit;
 use jit_cache_s3::test_server::WeedServer;
 use jit_cache_s3::{Credentials, S3Config, S3Tier};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// A weed server of this test's own (in a temp dir that lives as long as it does).
@@ -18,124 +20,88 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts a server. A missing `weed` fails the test: `cargo xtask setup` installs it.
-    pub fn start() -> Server {
-        let dir = tempfile::tempdir().expect("temp dir for weed");
-        let weed = WeedServer::start(dir.path()).unwrap_or_else(|e| panic!("{e}"));
-        Server { weed, _dir: dir }
-    }
-
-    /// A configuration as the admin, with timeouts generous enough for a loaded 2-core machine
-    /// (these tests are about sharing and coordination; the fault tests that are about timeouts
-    /// use the defaults).
+    /// A configuration as the admin, with generous timeouts (connect 2 s, I/O 10 s).
     pub fn config(&self) -> S3Config {
         self.weed
             .config(self.weed.admin())
             .timeouts(Duration::from_secs(2), Duration::from_secs(10))
     }
+}
 
-    pub fn tier(&self) -> S3Tier {
-        S3Tier::open(self.config()).expect("a valid configuration")
+impl TestServer for Server {
+    type Tier = S3Tier;
+
+    const NO_ANSWER: &'static str = "no answer";
+
+    /// A missing `weed` fails the test: `cargo xtask setup` installs it.
+    fn start() -> Server {
+        let dir = tempfile::tempdir().expect("temp dir for weed");
+        let weed = WeedServer::start(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        Server { weed, _dir: dir }
     }
 
-    /// Object names of one space (`"m"`, `"b"`, `"f"`, `"l"`).
-    pub fn keys(&self, space: &str) -> Vec<String> {
-        self.weed.keys(space)
+    fn tier(&self, timeouts: Timeouts) -> S3Tier {
+        let config = match timeouts {
+            Timeouts::Default => self.weed.config(self.weed.admin()),
+            Timeouts::Generous => self.config(),
+            Timeouts::Exactly { connect, io } => {
+                self.weed.config(self.weed.admin()).timeouts(connect, io)
+            }
+        };
+        S3Tier::open(config).expect("a valid configuration")
+    }
+
+    /// The server's identity that may only read and list.
+    fn reader_tier(&self) -> S3Tier {
+        let config = self
+            .weed
+            .config(self.weed.reader())
+            .timeouts(Duration::from_secs(2), Duration::from_secs(10));
+        S3Tier::open(config).expect("a valid configuration")
+    }
+
+    fn names(&self, space: Space) -> Vec<String> {
+        self.weed.keys(match space {
+            Space::Manifest => "m",
+            Space::Blob => "b",
+            Space::Failure => "f",
+            Space::Lease => "l",
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<Vec<u8>> {
+        self.weed.get(name)
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) {
+        self.weed.put(name, bytes);
+    }
+
+    fn delete(&self, name: &str) {
+        self.weed.delete(name);
+    }
+
+    fn signal(&self, signal: Signal) {
+        self.weed.signal(signal);
+    }
+
+    fn kill(&mut self) {
+        self.weed.kill();
+    }
+
+    fn audit(&self) -> Audit {
+        self.weed.admin_tier().audit().expect("audit")
     }
 }
 
-/// A remote as the admin, read-write or not, with a short lease (tests kill holders).
-pub fn remote(server: &Server, mode: RemoteMode) -> Remote {
-    remote_with(server.config(), mode)
-}
-
+/// A remote on `config`, read-write or not, with a short lease (tests kill holders).
 pub fn remote_with(config: S3Config, mode: RemoteMode) -> Remote {
-    let tier = S3Tier::open(config).expect("a valid configuration");
-    Remote::new(tier).with_policy(
-        RemotePolicy::default()
-            .mode(mode)
-            .lease_ttl(Duration::from_secs(3))
-            .lease_wait(Duration::from_secs(120)),
-    )
+    remote_on(S3Tier::open(config).expect("a valid configuration"), mode)
 }
 
 /// `credentials` with another secret.
 pub fn wrong_secret(credentials: &Credentials) -> Credentials {
     Credentials::new(credentials.access_key_id.clone(), "not-the-secret")
-}
-
-/// The real nvcc: `NVCC`, else the project's venv (what `cargo xtask setup` creates).
-pub fn real_nvcc() -> PathBuf {
-    if let Some(path) = std::env::var_os("NVCC") {
-        return PathBuf::from(path);
-    }
-    nvcc::Nvcc::locate()
-        .expect("these tests need the real nvcc: run `cargo xtask setup` or set NVCC")
-        .path()
-        .to_path_buf()
-}
-
-/// A "host": a cache in its own root with its own remote state.
-pub fn host(root: &Path, remote: Option<Remote>) -> Cache {
-    let mut options =
-        CacheOptions::default().nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc at NVCC"));
-    if let Some(remote) = remote {
-        options = options.remote(remote);
-    }
-    Cache::open_with(root, options).expect("open cache")
-}
-
-/// A kernel whose code depends on `n`, without internal-linkage symbols (nvcc's output is then
-/// byte-deterministic).
-pub fn kernel(n: usize) -> KernelSpec {
-    KernelSpec::from_text(
-        format!("k{n}"),
-        format!("k{n}.cu"),
-        format!(
-            "extern \"C\" __global__ void k{n}(float* x) {{ x[threadIdx.x] = x[threadIdx.x] * {n}.0f + 1.0f; }}\n"
-        ),
-    )
-}
-
-/// A project in `dir`: `src/k.cu` including `tile.cuh` from `include/`, whose content is `value`.
-pub fn project(dir: &Path, value: u32) -> KernelSpec {
-    let src = dir.join("src");
-    let inc = dir.join("include");
-    std::fs::create_dir_all(&src).expect("mkdir src");
-    std::fs::create_dir_all(&inc).expect("mkdir include");
-    std::fs::write(
-        src.join("k.cu"),
-        "#include \"tile.cuh\"\nextern \"C\" __global__ void tiled(float* x) { x[threadIdx.x] = TILE_VALUE; }\n",
-    )
-    .expect("write source");
-    std::fs::write(
-        inc.join("tile.cuh"),
-        format!("#define TILE_VALUE {value}.0f\n"),
-    )
-    .expect("write header");
-    KernelSpec::from_file(src.join("k.cu")).include_dir(inc)
-}
-
-/// The builds a root recorded (its event log): how many compiles it ran.
-pub fn builds(cache: &Cache) -> usize {
-    cache.stats().expect("stats").builds_recorded
-}
-
-/// What nvcc makes of `kernel(n)`'s text without any cache.
-pub fn uncached(n: usize, dir: &Path) -> Vec<u8> {
-    let source = dir.join(format!("k{n}.cu"));
-    let output = dir.join(format!("k{n}.cubin"));
-    if let jit_cache::Source::Text { text, .. } = &kernel(n).source {
-        std::fs::write(&source, text).expect("write source");
-    }
-    let status = Command::new(real_nvcc())
-        .args(["-cubin", "-arch", "sm_90", "-o"])
-        .arg(&output)
-        .arg(&source)
-        .status()
-        .expect("run nvcc");
-    assert!(status.success(), "uncached nvcc of k{n}");
-    std::fs::read(&output).expect("read uncached cubin")
 }
 
 /// An HTTP proxy in front of `upstream` that removes `If-Match` and `If-None-Match` from every

@@ -4,12 +4,12 @@
 use super::format::{
     padded, Header, Index, IndexEntry, IndexFile, PackEntryKind, BLOCK, PACK_FORMAT,
 };
-use super::{ExportReport, PackFilter, PackKind};
+use super::report::{ExportReport, PackFilter, PackKind};
+use crate::build::entry::{Meta, META_FILE};
 use crate::cache::Cache;
-use crate::entry::{Meta, META_FILE};
 use crate::error::Result;
-use crate::layout::variant_dir_name;
-use crate::pin::{lock_dir, read_at, still_names, stream_at};
+use crate::storage::layout::variant_dir_name;
+use crate::storage::pin::{lock_dir, read_at, still_names, stream_at};
 use crate::store::{is_stored_meta, StoredMeta};
 use fingerprint::Digest;
 use std::io::Write;

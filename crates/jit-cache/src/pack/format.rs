@@ -357,6 +357,16 @@ pub(crate) fn check_zeros(from: u64, bytes: &[u8], what: &str) -> Result<(), Dam
     }
 }
 
+/// The refusal of a damaged pack.
+pub(super) fn refused(path: &std::path::Path, damage: Damage) -> crate::error::Error {
+    crate::error::Error::Pack {
+        path: path.to_path_buf(),
+        offset: damage.offset,
+        entry: damage.entry,
+        reason: damage.reason,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,21 +13,22 @@
 //! it is read and written straight into its staging directory (`meta.json` and the compiler
 //! record, which the checks read, are also kept, at most [`MAX_META`] bytes each).
 
+use super::format::refused;
 use super::format::{
     check_entry, check_zeros, Damage, Header, Index, IndexEntry, PackEntryKind, BLOCK,
 };
-use super::{refused, ImportReport};
+use super::report::ImportReport;
+use crate::build::compiler_record::RECORD_FILE;
+use crate::build::entry::{variant_of, Meta, META_FILE};
+use crate::build::search::{Base, SearchPath};
+use crate::build::toolchain::Toolchain;
 use crate::cache::Cache;
-use crate::compiler_record::RECORD_FILE;
-use crate::entry::{variant_of, Meta, META_FILE};
 use crate::error::{Error, Result};
-use crate::layout::{variant_dir_name, Layout, Subdir};
-use crate::pin::{LastUse, Unusable};
-use crate::publish::{after_rename, before_rename, Origin, Owner, Records};
-use crate::search::{Base, SearchPath};
-use crate::staging::Staging;
+use crate::publication::{after_rename, before_rename, Origin, Owner, Records};
+use crate::storage::layout::{variant_dir_name, Layout, Subdir};
+use crate::storage::pin::{LastUse, Unusable};
+use crate::storage::staging::Staging;
 use crate::store::{is_stored_meta, Address, Namespace, StoredMeta, STORE_FORMAT};
-use crate::toolchain::Toolchain;
 use direct_io::DirectFile;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -278,7 +279,7 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
                 Damage::at(at, "the gap between entries is not zero")
             })?;
             let staging = layout.new_staging_dir()?;
-            crate::hooks::point("import-staging");
+            crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportStaging);
             let streamed = stream_entry(&pack, path, entry, &staging)?;
             report.bytes_read += end - base;
             cursor = to;
@@ -334,7 +335,7 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
     stream_zeros(&pack, path, cursor, pack.header.index_offset, |at| {
         Damage::at(at, "the gap before the index is not zero")
     })?;
-    cache.save_stat_cache();
+    cache.cx.save_stat_cache();
     Ok(report)
 }
 
@@ -348,13 +349,14 @@ impl HostCheck {
     fn get(&mut self, cache: &Cache) -> std::result::Result<&(Arc<Toolchain>, SearchPath), String> {
         let found = self.toolchain.get_or_insert_with(|| {
             let toolchain = cache
+                .cx
                 .toolchain()
                 .map_err(|e| format!("no toolchain here: {e}"))?;
             let cwd = std::env::current_dir().unwrap_or_default();
             let search = SearchPath::new(
                 &cwd,
                 None,
-                &crate::request::UserSearch::default(),
+                &crate::build::request::UserSearch::default(),
                 Arc::clone(&toolchain.host.dirs),
             );
             Ok((toolchain, search))
@@ -428,20 +430,20 @@ pub(super) fn check_meta(
     }
     let meta: Meta =
         serde_json::from_slice(meta_json).map_err(|e| bad(&format!("meta.json: {e}")))?;
-    if meta.format != crate::key::CACHE_FORMAT {
+    if meta.format != crate::build::key::CACHE_FORMAT {
         return Ok(Err(format!(
             "cache format {}; this cache's is {}",
             meta.format,
-            crate::key::CACHE_FORMAT
+            crate::build::key::CACHE_FORMAT
         )));
     }
-    if crate::key::key_of(&meta.manifest) != meta.key
+    if crate::build::key::key_of(&meta.manifest) != meta.key
         || meta.manifest.get("kind").and_then(|c| c.value.as_deref()) != Some(meta.kind.name())
     {
         return Err(bad("meta.json's key is not the digest of its manifest"));
     }
     let arches = super::export::arches_of(&meta);
-    if crate::key::slot_of_parts(&meta.name, meta.kind, &arches) != meta.slot {
+    if crate::build::key::slot_of_parts(&meta.name, meta.kind, &arches) != meta.slot {
         return Err(bad(
             "meta.json's slot is not that of its name, kind and arches",
         ));
@@ -449,12 +451,12 @@ pub(super) fn check_meta(
     let whole = entry.kind == PackEntryKind::Kernel
         && described(super::export::describe_kernel(&meta))
         && variant_of(&meta.inputs()) == meta.variant
-        && crate::pin::is_plain_name(&meta.artifact_file)
-        && meta.artifact_file == crate::entry::artifact_file_name(meta.kind)
+        && crate::storage::pin::is_plain_name(&meta.artifact_file)
+        && meta.artifact_file == crate::build::entry::artifact_file_name(meta.kind)
         && recorded(&meta.artifact_file) == Some((meta.artifact_size, meta.artifact_digest))
         // A kernel entry holds its artifact, its compiler record and `meta.json`, nothing else.
         && entry.files.iter().all(|f| {
-            [META_FILE, meta.artifact_file.as_str(), crate::compiler_record::RECORD_FILE]
+            [META_FILE, meta.artifact_file.as_str(), crate::build::compiler_record::RECORD_FILE]
                 .contains(&f.name.as_str())
         });
     if !whole {
@@ -510,7 +512,7 @@ fn classify<'a>(
         .filter(|a| fixed(a.base))
         .cloned()
         .collect();
-    if let Err(mismatch) = cache.revalidate(&headers, &absent, search) {
+    if let Err(mismatch) = cache.cx.revalidate(&headers, &absent, search) {
         return Ok(Err(format!("inputs differ here: {mismatch}")));
     }
     // The compiler record (the launcher's dependency file) is kept only when it names the
@@ -518,8 +520,8 @@ fn classify<'a>(
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut files = files;
     files.retain(|(name, bytes)| {
-        *name != crate::compiler_record::RECORD_FILE
-            || crate::compiler_record::names_only(bytes, &meta.headers, search, &cwd)
+        *name != crate::build::compiler_record::RECORD_FILE
+            || crate::build::compiler_record::names_only(bytes, &meta.headers, search, &cwd)
     });
     Ok(Ok(Ready::Kernel { meta, files }))
 }
@@ -590,9 +592,9 @@ fn publish_chunk(
     }
     let mut guards = Vec::with_capacity(locks.len());
     for key in locks.values() {
-        guards.push(crate::hooks::lock_key(layout, key)?);
+        guards.push(crate::storage::hooks::lock_key(layout, key)?);
     }
-    crate::hooks::point("import-locked");
+    crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportLocked);
     let mut batch =
         durable_fs::StagingBatch::new(layout.dir(Subdir::Staging), durable_fs::Flush::Auto)?;
     let mut beats = Vec::new();
@@ -629,7 +631,7 @@ fn publish_chunk(
             Some(staging) => staging,
             None => {
                 let staging = layout.new_staging_dir()?;
-                crate::hooks::point("import-staging");
+                crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportStaging);
                 for (name, bytes) in files.iter().filter(|(n, _)| *n != META_FILE) {
                     let path = staging.path().join(name);
                     std::fs::write(&path, bytes)
@@ -672,9 +674,9 @@ fn publish_chunk(
             None => Pushed::Kernel(i),
         });
     }
-    crate::hooks::point("import-publishing");
+    crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportPublishing);
     let committed = batch.commit()?;
-    crate::hooks::point("import-published");
+    crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportPublished);
     drop(beats);
     report.flushes += committed.flushes;
     let mut records = durable_fs::Batch::new();
@@ -687,7 +689,7 @@ fn publish_chunk(
             Pushed::Kernel(i) => {
                 if let Ready::Kernel { meta, .. } = &items[i].ready {
                     after_rename(
-                        cache,
+                        &cache.cx,
                         layout,
                         &Owner::of_meta(meta),
                         meta,
@@ -697,9 +699,11 @@ fn publish_chunk(
                     )?;
                 }
             }
-            Pushed::Stored(address) => {
-                crate::store::after_rename(layout, &address, crate::event_log::Event::StoreImport)
-            }
+            Pushed::Stored(address) => crate::store::after_rename(
+                layout,
+                &address,
+                crate::base::event_log::Event::StoreImport,
+            )?,
         }
         report.imported += 1;
     }
@@ -711,7 +715,7 @@ fn publish_chunk(
 /// Whether a whole entry of this variant is already published at `target`.
 fn whole_at(target: &Path, meta: &Meta) -> bool {
     let variant = variant_dir_name(&meta.variant);
-    match crate::entry::open_entry(target, &meta.key, &variant, LastUse::Keep)
+    match crate::build::entry::open_entry(target, &meta.key, &variant, LastUse::Keep)
         .and_then(|open| open.load(meta.kind))
     {
         Ok(_) => true,

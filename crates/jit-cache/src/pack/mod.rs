@@ -34,139 +34,14 @@
 mod export;
 mod format;
 mod import;
+mod report;
 
 pub use format::PackEntryKind;
+pub use report::{ExportReport, ImportReport, PackEntry, PackFilter, PackKind};
 
 use crate::cache::Cache;
-use crate::error::{Error, Result};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
-
-/// Which entries [`Cache::export_pack`] takes. The default takes every entry.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct PackFilter {
-    /// A glob (`*`, `?`) the entry's name must match (a stored entry's is `namespace/key`).
-    pub name: Option<String>,
-    /// Kernels built for at least one of these arches (`sm_90`; an arch not of that form is
-    /// refused by [`Cache::export_pack`] with [`Error::InvalidPackFilter`]); stored entries
-    /// never match a non-empty list.
-    pub arches: Vec<String>,
-    /// Kinds to take; empty: every kind.
-    pub kinds: Vec<PackKind>,
-}
-
-/// A kind of entry [`PackFilter`] takes: kernels of one output kind, or stored entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PackKind {
-    /// Kernels whose output is this kind.
-    Kernel(nvcc::OutputKind),
-    /// Entries of the keyed store ([`crate::store`]).
-    Stored,
-}
-
-impl PackKind {
-    /// The kind named `stored` or by [`nvcc::OutputKind::name`] (`cubin`, `ptx`, `fatbin`,
-    /// `object`, `shared-library`); `None` for any other name.
-    pub fn from_name(name: &str) -> Option<PackKind> {
-        match name {
-            "stored" => Some(PackKind::Stored),
-            other => nvcc::OutputKind::from_name(other).map(PackKind::Kernel),
-        }
-    }
-
-    /// Every name [`PackKind::from_name`] takes, for messages that list them.
-    pub fn names() -> Vec<&'static str> {
-        nvcc::OutputKind::ALL
-            .iter()
-            .map(|k| k.name())
-            .chain(["stored"])
-            .collect()
-    }
-}
-
-impl PackFilter {
-    /// Only entries whose name matches `glob`.
-    pub fn name(mut self, glob: impl Into<String>) -> Self {
-        self.name = Some(glob.into());
-        self
-    }
-
-    /// Also kernels for `arch`.
-    pub fn arch(mut self, arch: impl Into<String>) -> Self {
-        self.arches.push(arch.into());
-        self
-    }
-
-    /// Also entries of kind `kind`.
-    pub fn kind(mut self, kind: PackKind) -> Self {
-        self.kinds.push(kind);
-        self
-    }
-
-    fn takes(&self, name: &str, kind: PackKind, arches: &[String]) -> bool {
-        self.name
-            .as_deref()
-            .is_none_or(|g| fingerprint::glob_match(g.as_bytes(), name.as_bytes()))
-            && (self.kinds.is_empty() || self.kinds.contains(&kind))
-            && (self.arches.is_empty() || self.arches.iter().any(|a| arches.contains(a)))
-    }
-}
-
-/// What [`Cache::export_pack`] wrote.
-#[derive(Debug, Clone, Default, Serialize)]
-#[non_exhaustive]
-pub struct ExportReport {
-    /// Entries in the pack.
-    pub entries: usize,
-    /// The pack's size in bytes.
-    pub bytes: u64,
-    /// Entries left out because they were found damaged (run `verify`), with the reason.
-    pub skipped_damaged: Vec<(PathBuf, String)>,
-}
-
-/// What [`Cache::import_pack`] did.
-#[derive(Debug, Clone, Default, Serialize)]
-#[non_exhaustive]
-pub struct ImportReport {
-    /// Entries in the pack.
-    pub entries: usize,
-    /// Entries published by this import.
-    pub imported: usize,
-    /// Entries already present, whole (published before, or by a racing import or build).
-    pub present: usize,
-    /// Entries skipped because their recorded inputs do not match this host, with the entry and
-    /// the reason.
-    pub skipped: Vec<(String, String)>,
-    /// `syncfs` or `fsync` calls made by the batched publication of kernels.
-    pub flushes: usize,
-    /// Bytes of the pack read.
-    pub bytes_read: u64,
-}
-
-/// One entry of a pack, as [`list_pack`] shows it.
-#[derive(Debug, Clone, Serialize)]
-#[non_exhaustive]
-pub struct PackEntry {
-    /// A kernel or a stored entry.
-    pub kind: PackEntryKind,
-    /// The kernel's name, or `namespace/key`.
-    pub name: String,
-    /// The key directory's name.
-    pub key: String,
-    /// The variant directory's name.
-    pub variant: String,
-    /// A kernel's output kind.
-    pub output: Option<String>,
-    /// A kernel's arches.
-    pub arches: Vec<String>,
-    /// A kernel's compiler and host compiler identities.
-    pub toolchain: Option<String>,
-    /// A kernel's headers (`<component> <blake3>`).
-    pub headers: Vec<String>,
-    /// The entry's files with their sizes.
-    pub files: Vec<(String, u64)>,
-}
+use crate::error::Result;
+use std::path::Path;
 
 /// Lists a pack without importing it: its header and index are checked (digests, format,
 /// layout), and each entry's `meta.json` is read, checked against its digest and checked as an
@@ -179,17 +54,18 @@ pub fn list_pack(path: impl AsRef<Path>) -> Result<Vec<PackEntry>> {
     let mut listed = Vec::with_capacity(opened.index.entries.len());
     for entry in &opened.index.entries {
         let meta_json = opened.read_meta(path, entry)?;
-        let described = match import::check_meta(entry, &meta_json).map_err(|d| refused(path, d))? {
-            Ok(import::Checked::Kernel(meta)) => export::describe_kernel(&meta),
-            Ok(import::Checked::Stored(meta, _)) => export::describe_stored(&meta),
-            Err(_) => format::IndexEntry {
-                output: None,
-                arches: Vec::new(),
-                toolchain: None,
-                headers: Vec::new(),
-                ..entry.clone()
-            },
-        };
+        let described =
+            match import::check_meta(entry, &meta_json).map_err(|d| format::refused(path, d))? {
+                Ok(import::Checked::Kernel(meta)) => export::describe_kernel(&meta),
+                Ok(import::Checked::Stored(meta, _)) => export::describe_stored(&meta),
+                Err(_) => format::IndexEntry {
+                    output: None,
+                    arches: Vec::new(),
+                    toolchain: None,
+                    headers: Vec::new(),
+                    ..entry.clone()
+                },
+            };
         listed.push(PackEntry {
             files: entry
                 .files
@@ -223,15 +99,5 @@ impl Cache {
     /// Safe against concurrent imports of the same pack and builds of the same kernels.
     pub fn import_pack(&self, path: impl AsRef<Path>) -> Result<ImportReport> {
         import::import(self, path.as_ref())
-    }
-}
-
-/// The refusal of a damaged pack.
-fn refused(path: &Path, damage: format::Damage) -> Error {
-    Error::Pack {
-        path: path.to_path_buf(),
-        offset: damage.offset,
-        entry: damage.entry,
-        reason: damage.reason,
     }
 }

@@ -1,14 +1,14 @@
 //! A stored entry on disk: its `meta.json` (every file's name, size and digest) and how a
 //! reader opens, pins and checks it.
 
-use super::{Address, Namespace};
+use super::address::{Address, Namespace};
+use crate::base::fstype::Protocol;
 use crate::error::{Error, Result};
-use crate::fstype::Protocol;
-use crate::pin::{
+use crate::storage::pin::{
     claim_across_hosts, is_plain_name, lock_dir, read_at, read_at_most, still_names,
     touch_last_use, LastUse, Unusable,
 };
-pub(crate) use crate::remote::stored::StoredFile;
+pub(crate) use crate::store::tier_stored::StoredFile;
 use fingerprint::Digest;
 use rustix::fd::OwnedFd;
 use serde::{Deserialize, Serialize};
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The name of an entry's metadata file (the same for kernels), written last.
-pub(crate) const META_FILE: &str = "meta.json";
+pub(crate) use crate::storage::layout::META_FILE;
 
 /// The stored entries' format, checked at every open.
 pub(crate) const STORE_FORMAT: u32 = 1;
@@ -48,8 +48,8 @@ impl StoredMeta {
             key: address.key.clone(),
             digest: address.digest,
             files,
-            created_unix_ms: crate::host::now_ms(),
-            host: crate::host::name(),
+            created_unix_ms: crate::base::host::now_ms(),
+            host: crate::base::host::name(),
         }
     }
 
@@ -209,7 +209,7 @@ fn open_checked(
     };
     // The last-use stamp (on `meta.json`) is refreshed before the path check under the shared
     // protocol, as for kernels (`entry.rs`): another host's eviction looks at it twice.
-    let shared = last_use == LastUse::Refresh(Protocol::Shared);
+    let shared = last_use.pins_across_hosts();
     if shared && meta.is_ok() && !claim_across_hosts(&fd, META_FILE) {
         return Err(Unusable::Absent);
     }
@@ -240,4 +240,37 @@ fn open_checked(
         touch_last_use(&fd, META_FILE, protocol);
     }
     Ok((fd, meta))
+}
+/// A stored file's name: one plain path component, never `meta.json`.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let invalid = |reason| Error::InvalidStoreKey {
+        what: format!("file {name:?}"),
+        reason,
+    };
+    if !crate::storage::pin::is_plain_name(name) || name == ".." {
+        return Err(invalid(
+            "a stored file's name is one path component, not starting with `.`",
+        ));
+    }
+    if name == META_FILE {
+        return Err(invalid("`meta.json` is the entry's own"));
+    }
+    if name.len() > 255 || name.contains('\0') {
+        return Err(invalid("a stored file's name is at most 255 bytes, no NUL"));
+    }
+    Ok(())
+}
+
+/// Why a stored entry at its path could not be used, for messages.
+pub(crate) fn unusable_reason(why: Unusable) -> String {
+    match why {
+        Unusable::Absent => "vanished".to_string(),
+        Unusable::Corrupt(why) => why,
+    }
+}
+
+/// Whether a whole stored entry is published at `address` (a pack's import, under the key's
+/// lock, looks before staging).
+pub(crate) fn is_whole(address: &Address, protocol: Protocol) -> bool {
+    open(address, protocol).is_ok()
 }

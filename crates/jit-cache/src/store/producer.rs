@@ -1,14 +1,19 @@
 //! The one producer of a stored entry: a staging directory and the key's lock, committed as one
 //! durable rename or dropped with nothing published.
 
-use super::entry::{self, StoredFile, StoredMeta, META_FILE};
-use super::{check_name, unusable_reason, Address, Store, StoredEntry};
+use super::address::{stored_variant, truncated, Address};
+use super::entry::{self, check_name, unusable_reason, StoredEntry, StoredFile, StoredMeta};
+use super::turns::{Turn, TurnKey};
+use crate::base::event_log::Event;
+use crate::base::fstype::Protocol;
 use crate::error::{Error, Result};
-use crate::evict::{evict_unless_pinned, move_to_trash, Evicted};
-use crate::fstype::Protocol;
-use crate::hooks::KeyGuard;
-use crate::pin::Unusable;
-use crate::staging::Staging;
+use crate::storage::hooks::Failpoint;
+use crate::storage::hooks::KeyGuard;
+use crate::storage::layout::Layout;
+use crate::storage::pin::Unusable;
+use crate::storage::publish::{self, Points, Publishable, Published, Target};
+use crate::storage::staging::Staging;
+use crate::store::tier::Remote;
 use durable_fs::PublishOutcome;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -24,11 +29,13 @@ pub struct Producer {
 
 /// A producer's state, boxed: a [`super::Claim`] stays small.
 struct Parts {
-    store: Store,
+    /// The root's layout and fleet tier, as the store handle that claimed the key has them.
+    layout: Layout,
+    remote: Option<Remote>,
     address: Address,
     staging: Staging,
     /// The key's lock, then this process's turn at the key (released in that order).
-    _guard: (KeyGuard, super::turns::Turn<super::TurnKey>),
+    _guard: (KeyGuard, Turn<TurnKey>),
     /// The files came from the fleet tier (verified): nothing to upload after the commit.
     fetched: bool,
     /// A write failed part of the way: whatever it left is not the caller's file, so the
@@ -48,15 +55,17 @@ impl std::fmt::Debug for Producer {
 
 impl Producer {
     pub(crate) fn new(
-        store: Store,
+        layout: Layout,
+        remote: Option<Remote>,
         address: Address,
         staging: Staging,
-        guard: (KeyGuard, super::turns::Turn<super::TurnKey>),
+        guard: (KeyGuard, Turn<TurnKey>),
         fetched: bool,
     ) -> Self {
         Producer {
             parts: Box::new(Parts {
-                store,
+                layout,
+                remote,
                 address,
                 staging,
                 _guard: guard,
@@ -122,20 +131,15 @@ impl Producer {
                 std::io::Error::other(format!(
                     "an earlier write into {}/{} failed; nothing is published (produce it again)",
                     self.parts.address.namespace,
-                    super::truncated(&self.parts.address.key)
+                    truncated(&self.parts.address.key)
                 )),
             ));
         }
-        let layout = self.parts.store.layout();
         let files = self.staged_files()?;
         let meta = StoredMeta::new(&self.parts.address, files);
-        if let Some(found) = before_rename(layout, &self.parts.address, &self.parts.staging, &meta)?
-        {
-            return Ok(found);
-        }
-        crate::hooks::point("store-publishing");
         let Parts {
-            store,
+            layout,
+            remote,
             address,
             staging,
             _guard,
@@ -143,27 +147,45 @@ impl Producer {
             poisoned: _,
         } = *self.parts;
         let target = address.dir.clone();
-        let published = staging.commit_noreplace(&target)?;
-        crate::hooks::point("store-published");
-        if published == PublishOutcome::AlreadyExisted {
-            // Another host published it first (its lock is invisible here): that is the entry.
-            return entry::open(&address, store.layout().protocol)
-                .map_err(|why| published_error(&target, why));
-        }
-        let layout = store.layout();
-        after_rename(
-            layout,
-            &address,
-            if fetched {
-                crate::event_log::Event::StoreFetch
-            } else {
-                crate::event_log::Event::Store
+        let event = if fetched {
+            Event::StoreFetch
+        } else {
+            Event::Store
+        };
+        let name = logged_name(&address);
+        let published = publish::publish(
+            &layout,
+            staging,
+            &StoredPublication {
+                address: &address,
+                meta: &meta,
             },
-        );
-        let entry = entry::open(&address, store.layout().protocol)
-            .map_err(|why| published_error(&target, why))?;
-        if let (Some(remote), false) = (store.remote(), fetched) {
-            super::remote::upload(remote, layout, &address, &meta.files, |name| {
+            target_of(&address),
+            (event, &name, 0),
+            || Ok(()),
+        )?;
+        match published {
+            Published::Found(found) => return Ok(found),
+            // Another host published it first (its lock is invisible here, or it died between
+            // its rename and its note): that is the entry. This host's cached miss may still
+            // hide it, so it is waited for as a noted entry would be, not answered as vanished.
+            Published::Renamed(PublishOutcome::AlreadyExisted) => {
+                let found = if layout.protocol.adopts_found_entries() {
+                    crate::storage::liveness::await_taken_target(
+                        || entry::open(&address, layout.protocol),
+                        |why| matches!(why, Unusable::Absent),
+                    )
+                } else {
+                    entry::open(&address, layout.protocol)
+                };
+                return found.map_err(|why| published_error(&target, why));
+            }
+            Published::Renamed(PublishOutcome::Published) => {}
+        }
+        let entry =
+            entry::open(&address, layout.protocol).map_err(|why| published_error(&target, why))?;
+        if let (Some(remote), false) = (&remote, fetched) {
+            super::remote::upload(remote, &layout, &address, &meta.files, |name| {
                 entry.read(name).ok()
             });
         }
@@ -208,90 +230,84 @@ impl Producer {
     }
 }
 
-/// The first half of a stored entry's publication, under the key's lock: `meta.json` (written
-/// last), team modes, the target cleared. `Some`: another host's whole entry is there, the
-/// answer; publish nothing. Shared by [`Producer::commit`] and a pack's import.
-pub(crate) fn before_rename(
-    layout: &crate::layout::Layout,
-    address: &Address,
-    staging: &Staging,
-    meta: &StoredMeta,
-) -> Result<Option<StoredEntry>> {
-    let meta_path = staging.path().join(META_FILE);
-    let json = serde_json::to_vec(meta).map_err(|e| {
-        Error::io(
-            "serialise meta.json",
-            &meta_path,
-            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        )
-    })?;
-    crate::hooks::point("store-writing-meta");
-    std::fs::write(&meta_path, json).map_err(|e| Error::io("write meta.json", &meta_path, e))?;
-    layout.share_with_team(staging)?;
-    layout.ensure_dir(&layout.key_dir(&address.digest))?;
-    if std::fs::symlink_metadata(&address.dir).is_ok() {
-        // The locked lookup did not accept what is there: corrupt or planted, or, under the
-        // shared protocol, another host's fresh entry hidden from that lookup.
-        return adopt_or_clear(layout, address);
-    }
-    Ok(None)
+/// A stored entry as the publication step (`storage/publish.rs`) takes it.
+struct StoredPublication<'a> {
+    address: &'a Address,
+    meta: &'a StoredMeta,
 }
 
-/// The second half, once the rename published the entry: the note for other hosts' waiters
-/// (shared protocol) and the event log.
-pub(crate) fn after_rename(
-    layout: &crate::layout::Layout,
-    address: &Address,
-    event: crate::event_log::Event,
-) {
-    if layout.protocol == Protocol::Shared {
-        crate::liveness::note_published(layout, &address.digest, &super::stored_variant());
-    }
-    layout.log_event(
-        event,
-        &format!("{}/{}", address.namespace, super::truncated(&address.key)),
-        0,
-    );
-}
+impl Publishable for StoredPublication<'_> {
+    type Found = StoredEntry;
+    const POINTS: Points = Points {
+        writing_meta: Failpoint::StoreWritingMeta,
+        publishing: Failpoint::StorePublishing,
+        published: Failpoint::StorePublished,
+    };
 
-/// Clears the way for a staged entry. `Some`: another host's whole entry is there, the answer;
-/// nothing is published.
-fn adopt_or_clear(
-    layout: &crate::layout::Layout,
-    address: &Address,
-) -> Result<Option<StoredEntry>> {
-    let target = &address.dir;
-    if layout.protocol != Protocol::Shared {
-        move_to_trash(layout, target)?;
-        return Ok(None);
+    fn meta_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(self.meta)
     }
-    match entry::open(address, layout.protocol) {
-        Ok(found) => Ok(Some(found)),
-        // Marked by an eviction killed before its move: moved aside like a damaged one (a
-        // reader that refreshed it just before the kill may hold it).
-        Err(Unusable::Absent) if !crate::liveness::is_marked_evicting_at(target) => Ok(None),
-        Err(Unusable::Absent) => clear_damaged(layout, target, "marked by an eviction".into()),
-        Err(Unusable::Corrupt(why)) => clear_damaged(layout, target, why),
-    }
-}
 
-/// Moves a damaged (or eviction-marked) entry at `target` aside, or refuses to publish over it
-/// while another host may hold it.
-fn clear_damaged(
-    layout: &crate::layout::Layout,
-    target: &Path,
-    why: String,
-) -> Result<Option<StoredEntry>> {
-    match evict_unless_pinned(layout, target, None)? {
-        Evicted::Moved | Evicted::Absent => Ok(None),
-        Evicted::Pinned | Evicted::Replaced => Err(Error::io(
+    fn open_found(
+        &self,
+        _target: &Path,
+        protocol: Protocol,
+    ) -> std::result::Result<StoredEntry, Unusable> {
+        entry::open(self.address, protocol)
+    }
+
+    /// Refused: a stored entry's files are the caller's, not this process's to copy privately.
+    fn held_damaged(&self, target: &Path, why: String) -> Result<Option<StoredEntry>> {
+        Err(Error::io(
             "publish stored entry",
             target,
             std::io::Error::other(format!(
                 "a damaged entry there ({why}) may be held by another host"
             )),
-        )),
+        ))
     }
+}
+
+/// A stored entry's place: its key directory is its entry's, with the one variant.
+fn target_of(address: &Address) -> Target<'_> {
+    Target {
+        key: &address.digest,
+        variant: stored_variant_digest(),
+        dir: &address.dir,
+    }
+}
+
+/// The one variant's digest, computed once.
+fn stored_variant_digest() -> &'static fingerprint::Digest {
+    static VARIANT: std::sync::OnceLock<fingerprint::Digest> = std::sync::OnceLock::new();
+    VARIANT.get_or_init(stored_variant)
+}
+
+/// The name a stored entry's publication logs.
+fn logged_name(address: &Address) -> String {
+    format!("{}/{}", address.namespace, truncated(&address.key))
+}
+
+/// The first half of a stored entry's publication, under the key's lock (a pack's import runs
+/// the halves). `Some`: another host's whole entry is there, the answer; publish nothing.
+pub(crate) fn before_rename(
+    layout: &Layout,
+    address: &Address,
+    staging: &Staging,
+    meta: &StoredMeta,
+) -> Result<Option<StoredEntry>> {
+    publish::before_rename(
+        layout,
+        staging,
+        &StoredPublication { address, meta },
+        target_of(address),
+    )
+}
+
+/// The second half, once the rename published the entry.
+pub(crate) fn after_rename(layout: &Layout, address: &Address, event: Event) -> Result<()> {
+    let name = logged_name(address);
+    publish::after_rename(layout, target_of(address), (event, &name, 0), || Ok(()))
 }
 
 fn published_error(target: &Path, why: Unusable) -> Error {

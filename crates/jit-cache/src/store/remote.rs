@@ -4,10 +4,10 @@
 //! commit (blobs first, then the manifest by compare-and-set). Faults count and switch the
 //! remote off as for kernels (`Remote::fault`): the store goes on locally.
 
-use super::Address;
-use crate::layout::Layout;
-use crate::remote::stored::{StoredFile, StoredManifest, STORED_MANIFEST_FORMAT};
-use crate::remote::{Event, Expected, Remote, TierErrorKind};
+use super::address::Address;
+use crate::storage::layout::Layout;
+use crate::store::tier::{Event, Expected, Remote, TierErrorKind};
+use crate::store::tier_stored::{StoredFile, StoredManifest, STORED_MANIFEST_FORMAT};
 use fingerprint::Digest;
 use std::path::Path;
 
@@ -50,7 +50,7 @@ pub(crate) fn fetch_into(
             && m.key == address.key
             && m.files
                 .iter()
-                .all(|f| super::check_name(&f.name).is_ok() && f.size <= MAX_FILE_BYTES)
+                .all(|f| super::entry::check_name(&f.name).is_ok() && f.size <= MAX_FILE_BYTES)
     });
     let Some(manifest) = manifest else {
         remote.log(layout, Event::Rejected);
@@ -110,7 +110,7 @@ pub(crate) fn upload(
             return;
         };
         let digest = file.digest.to_hex();
-        let body = crate::hooks::uploaded_blob(&bytes);
+        let body = crate::storage::hooks::uploaded_blob(&bytes);
         let put = if remote.blob_was_corrupt(&file.digest) {
             remote.tier.repair_blob(&digest, &body)
         } else {
@@ -127,8 +127,8 @@ pub(crate) fn upload(
         namespace: address.namespace.as_str().to_string(),
         key: address.key.clone(),
         files: files.to_vec(),
-        host: crate::host::name(),
-        created_unix_ms: crate::host::now_ms(),
+        host: crate::base::host::name(),
+        created_unix_ms: crate::base::host::now_ms(),
     };
     let Ok(new) = serde_json::to_vec(&manifest) else {
         return;

@@ -6,7 +6,8 @@
 //! After `fork` the table is the child's own (`fork.rs`): it starts empty, since the turns it
 //! listed belong to the parent's threads, and a turn the child inherited ends nothing.
 
-use crate::sync::{lock, Arc, Condvar, Mutex};
+use crate::base::sync::{lock, Arc, Condvar, Mutex};
+use fingerprint::Digest;
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::time::Instant;
@@ -27,10 +28,10 @@ pub(crate) struct Turn<K: Eq + Hash> {
 
 /// A turns table held across a `fork`, so that no thread is inside it then (`fork.rs`).
 #[cfg(not(loom))]
-pub(crate) struct HeldForFork<'a, K>(crate::sync::MutexGuardOf<'a, HashSet<K>>);
+pub(crate) struct HeldForFork<'a, K>(crate::base::sync::MutexGuardOf<'a, HashSet<K>>);
 
 #[cfg(not(loom))]
-impl<K> crate::fork::Held for HeldForFork<'static, K> {
+impl<K> crate::base::fork::Held for HeldForFork<'static, K> {
     /// In the child: no turn is taken, since every holder was a thread of the parent.
     fn in_child(mut self: Box<Self>) {
         self.0.clear();
@@ -170,4 +171,17 @@ mod loom_models {
             assert!(waiter.join().expect("waiter"));
         });
     }
+}
+/// A stored key of a root, as this process's threads take turns at it.
+pub(crate) type TurnKey = ((u64, u64), Digest);
+
+/// This process's turns at stored keys (`turns.rs`).
+pub(crate) fn process_turns() -> &'static crate::base::sync::Arc<Turns<TurnKey>> {
+    static TURNS: std::sync::OnceLock<crate::base::sync::Arc<Turns<TurnKey>>> =
+        std::sync::OnceLock::new();
+    TURNS.get_or_init(|| {
+        #[cfg(not(loom))]
+        crate::base::fork::rule(|| Box::new(process_turns().hold_for_fork()));
+        crate::base::sync::Arc::new(Turns::new())
+    })
 }

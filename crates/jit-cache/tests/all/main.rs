@@ -12,7 +12,6 @@ mod freshness;
 mod full_disk;
 mod include_model;
 mod include_props;
-mod layers;
 mod pack;
 mod races_and_causes;
 mod store;

@@ -5,11 +5,14 @@
 //! nfs-sim-host-op build <root> <nvcc> <name> [--hold <ready-file> <release-file>]
 //! nfs-sim-host-op build-file <root> <nvcc> <source> <include-dir>
 //! nfs-sim-host-op clear|sweep|stats <root>
+//! nfs-sim-host-op store|store-get <root> <key>
 //! ```
 //! `build-file` builds a source file with one include directory and reports, besides the
 //! outcome, the text the artifact embeds after `VAL=` (up to `;`), if any.
 //! `build --hold` keeps the artifact, writes its path to `<ready-file>`, waits (at most 120 s)
 //! for `<release-file>` to exist, and reports whether the path still reads the same bytes.
+//! `store` asks the keyed store for `<key>` (its one file, `data`, holds the key) and produces
+//! it when nobody has; `store-get` only looks it up. Both report the bytes they were answered.
 
 use anyhow::{bail, Context, Result};
 use jit_cache::{Cache, CacheOptions, KernelSpec};
@@ -113,6 +116,38 @@ fn main() -> Result<()> {
                             "value": value,
                         })
                     );
+                }
+                Err(e) => {
+                    println!("{}", json!({ "error": e.to_string() }));
+                    std::process::exit(3);
+                }
+            }
+        }
+        "store" | "store-get" => {
+            let key = rest.get(1).context("need <key>")?;
+            let store = jit_cache::store::Store::open(&root)
+                .with_context(|| format!("open store {}", root.display()))?;
+            let namespace = jit_cache::store::Namespace::new("nfs-sim")?;
+            let answered = if command == "store-get" {
+                store.get(&namespace, key).map(|found| ("looked up", found))
+            } else {
+                store
+                    .get_or_insert_with(&namespace, key, Duration::from_secs(60), |dir| {
+                        std::fs::write(dir.join("data"), key)
+                    })
+                    .map(|entry| ("answered", Some(entry)))
+            };
+            match answered {
+                Ok((outcome, entry)) => {
+                    let data = entry
+                        .map(|entry| {
+                            entry
+                                .read("data")
+                                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                        })
+                        .transpose()
+                        .context("read the stored file")?;
+                    println!("{}", json!({ "outcome": outcome, "data": data }));
                 }
                 Err(e) => {
                     println!("{}", json!({ "error": e.to_string() }));

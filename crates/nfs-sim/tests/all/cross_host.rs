@@ -392,6 +392,52 @@ fn negative_control_a_loser_that_asserts_the_winner_is_visible_fails_or_compiles
     );
 }
 
+/// Shared locks: a stored entry's producer on host 0 dies between its rename and its note (the
+/// failpoint `store-published`), after host 1 looked the entry up (priming a negative entry for
+/// it, 10 s). Host 1 then asks for it: its cached miss hides the entry and there is no note, so
+/// it produces too, and its commit's no-replace rename finds host 0's entry. It must answer with
+/// that entry (once its miss expires), not fail because the entry "vanished".
+#[test]
+fn a_producer_whose_rename_finds_an_unnoted_entry_answers_with_it() {
+    let Some(c) = cluster(2, Duration::from_secs(10), Locks::Shared) else {
+        return;
+    };
+    let bench = Bench::new();
+    let root_s = c.root().join("cache").to_str().expect("utf-8").to_string();
+    let killed_at = |point: &str| {
+        let failpoint = format!("{point}:abort");
+        let out = host_op(
+            &c,
+            0,
+            &bench,
+            &[("JIT_CACHE_FAILPOINT", &failpoint)],
+            &["store", &root_s, "k"],
+        )
+        .wait_with_output()
+        .expect("host-op ran");
+        assert!(
+            out.status.code().is_none(),
+            "host 0 was killed at {point}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    };
+    // A producer killed before its rename leaves the key directory, no entry and no note.
+    killed_at("store-publishing");
+    let primed = answer(host_op(&c, 1, &bench, &[], &["store-get", &root_s, "k"]));
+    assert_eq!(
+        primed["data"],
+        serde_json::Value::Null,
+        "setup: a miss on host 1: {primed}"
+    );
+    killed_at("store-published");
+    let answered = answer(host_op(&c, 1, &bench, &[], &["store", &root_s, "k"]));
+    assert!(
+        answered.get("error").is_none(),
+        "no request fails because another host died before its note: {answered}"
+    );
+    assert_eq!(answered["data"], "k", "{answered}");
+}
+
 #[test]
 fn the_cache_detects_the_shared_filesystem_reports_it_and_can_be_told_otherwise() {
     let Some(c) = cluster(1, Duration::from_secs(1), Locks::Shared) else {

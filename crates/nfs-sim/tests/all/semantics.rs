@@ -220,3 +220,49 @@ fn local_locks_are_local_to_each_host() {
         "nolock/local_lock=all: host 1 never sees host 0's lock"
     );
 }
+
+/// Host 0 looked at host 1's staging directory; host 1 then published it by renaming it to
+/// `entries/t`. Host 0's own no-replace rename to `entries/t` meets that directory under its
+/// old name in the kernel's cache: the lookup under the rename lock cannot move the alias
+/// (`d_splice_alias`) and gives ESTALE. durable-fs answers that the target existed.
+#[test]
+fn a_rename_onto_a_directory_another_host_renamed_there_is_already_existed() {
+    let Some(c) = cluster(2, Duration::ZERO, Locks::Local) else {
+        return;
+    };
+    let root = c.root().to_path_buf();
+    let (staging, entries) = (root.join("staging"), root.join("entries"));
+    let (s, e) = (staging.clone(), entries.clone());
+    c.on(1, move || {
+        std::fs::create_dir(&s).expect("mkdir staging");
+        std::fs::create_dir(&e).expect("mkdir entries");
+        std::fs::create_dir(s.join("s1")).expect("mkdir s1");
+        std::fs::write(s.join("s1/artifact"), b"host 1").expect("write");
+    });
+    let s = staging.clone();
+    c.on(0, move || {
+        std::fs::create_dir(s.join("s0")).expect("mkdir s0");
+        std::fs::write(s.join("s0/artifact"), b"host 0").expect("write");
+        assert!(
+            std::fs::symlink_metadata(s.join("s1")).is_ok(),
+            "host 0 sees s1"
+        );
+    });
+    let (s, e) = (staging.clone(), entries.clone());
+    c.on(1, move || {
+        std::fs::rename(s.join("s1"), e.join("t")).expect("host 1 publishes")
+    });
+    let (s, e) = (staging.clone(), entries.clone());
+    let outcome = c.on(0, move || {
+        durable_fs::rename_noreplace(s.join("s0"), e.join("t"))
+    });
+    assert_eq!(
+        outcome.expect("a lost race, not an error"),
+        durable_fs::PublishOutcome::AlreadyExisted
+    );
+    let e = entries.clone();
+    let kept = c.on(0, move || {
+        std::fs::read(e.join("t/artifact")).expect("read")
+    });
+    assert_eq!(kept, b"host 1", "the winner stays");
+}

@@ -6,6 +6,7 @@
 mod check;
 mod fake_nvcc;
 mod fleet_reader;
+mod fs_args;
 mod hosts;
 mod race;
 mod remote;
@@ -13,9 +14,7 @@ mod run;
 mod setup;
 mod worker;
 
-use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// kill -9 fault injection and a race harness for the JIT kernel cache.
@@ -40,42 +39,6 @@ enum Command {
     FleetRead(fleet_reader::FleetReadArgs),
     /// (internal) One process of a race round.
     RaceChild(race::ChildArgs),
-}
-
-/// Where a run happens: a directory on the chosen filesystem.
-#[derive(Debug, Clone, clap::Args)]
-pub struct FsArgs {
-    /// The filesystem: tmp (the default temp dir), ext4, xfs, xfs4k, btrfs or tmpfs (loop
-    /// mounts, private to this process and its children; needs root).
-    #[arg(long, default_value = "tmp")]
-    fs: String,
-    /// Keep the run directory here instead of a temporary one (tmp only).
-    #[arg(long)]
-    keep_dir: Option<PathBuf>,
-}
-
-impl FsArgs {
-    /// Runs `f` in a fresh directory on the chosen filesystem; children spawned inside inherit
-    /// the private mount.
-    pub fn within<R: Send>(
-        &self,
-        f: impl FnOnce(&std::path::Path) -> Result<R> + Send,
-    ) -> Result<R> {
-        if let Some(dir) = &self.keep_dir {
-            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-            return f(dir);
-        }
-        let Some(kind) = fs_testbed::FsKind::from_name(&self.fs) else {
-            bail!(
-                "unknown --fs {} (tmp, ext4, xfs, xfs4k, btrfs, tmpfs)",
-                self.fs
-            )
-        };
-        match fs_testbed::with_fs(kind, |root| f(root)) {
-            Ok(result) => result,
-            Err(skipped) => bail!("cannot provide --fs {}: {skipped}", self.fs),
-        }
-    }
 }
 
 fn main() -> ExitCode {

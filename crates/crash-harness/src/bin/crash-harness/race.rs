@@ -3,8 +3,8 @@
 //! compiler's bytes. Processes start together: each prepares, says `ready`, and waits on its
 //! stdin until the harness has heard every `ready` (a pipe, not a sleep).
 
+use crate::fs_args::FsArgs;
 use crate::setup::{spec, RunDir};
-use crate::FsArgs;
 use anyhow::{bail, Context, Result};
 use crash_harness::{expected_artifact, kernel_text};
 use serde::{Deserialize, Serialize};

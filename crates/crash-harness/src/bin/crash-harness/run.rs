@@ -1,10 +1,11 @@
 //! The supervisor and killer: starts the workers, kills them on the seeded schedule and at
 //! failpoints, restarts them, stops them all every few kills for a checker pass, and reports.
 
+use crate::fs_args::FsArgs;
 use crate::setup::{append, phase_class, read_phase, RunDir, REQUIRED_PHASES};
-use crate::FsArgs;
 use anyhow::{bail, Context, Result};
 use crash_harness::{CheckReport, Rng};
+use jit_cache::Failpoint;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -12,23 +13,24 @@ use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-/// The points a launch can be armed with: jit-cache's, then the worker's own.
+/// The points a launch can be armed with: jit-cache's (by its own table's names), then the
+/// worker's own.
 const POINTS: [(&str, bool); 20] = [
-    ("locked", true),
-    ("compiling", true),
-    ("writing-meta", true),
-    ("publishing", true),
-    ("published", true),
-    ("evicting", true),
-    ("evicting-second-look", true),
-    ("store-locked", true),
-    ("store-writing-meta", true),
-    ("store-publishing", true),
-    ("store-published", true),
-    ("import-locked", true),
-    ("import-staging", true),
-    ("import-publishing", true),
-    ("import-published", true),
+    (Failpoint::Locked.word(), true),
+    (Failpoint::Compiling.word(), true),
+    (Failpoint::WritingMeta.word(), true),
+    (Failpoint::Publishing.word(), true),
+    (Failpoint::Published.word(), true),
+    (Failpoint::Evicting.word(), true),
+    (Failpoint::EvictingSecondLook.word(), true),
+    (Failpoint::StoreLocked.word(), true),
+    (Failpoint::StoreWritingMeta.word(), true),
+    (Failpoint::StorePublishing.word(), true),
+    (Failpoint::StorePublished.word(), true),
+    (Failpoint::ImportLocked.word(), true),
+    (Failpoint::ImportStaging.word(), true),
+    (Failpoint::ImportPublishing.word(), true),
+    (Failpoint::ImportPublished.word(), true),
     ("store-writing", false),
     ("put-writing", false),
     ("put-fsyncing", false),

@@ -291,25 +291,33 @@ pub fn read_phase(path: &Path) -> String {
 
 /// The phase a point or a worker's phase name belongs to, for the report.
 pub fn phase_class(name: &str) -> &'static str {
+    use jit_cache::Failpoint as F;
+    // jit-cache's points by its own table, each given a phase (a new point must be).
+    if let Ok(point) = name.parse::<F>() {
+        return match point {
+            F::Locked => "locked",
+            F::Compiling => "compiling",
+            F::WritingMeta => "writing",
+            F::Publishing => "publishing",
+            F::Published => "published",
+            F::Evicting | F::EvictingSecondLook => "evicting",
+            F::StoreLocked => "store-locked",
+            F::StoreWritingMeta => "store-writing-meta",
+            F::StorePublishing => "store-publishing",
+            F::StorePublished => "store-published",
+            F::ImportLocked => "import-locked",
+            F::ImportStaging => "import-staging",
+            F::ImportPublishing => "import-publishing",
+            F::ImportPublished => "import-published",
+            F::VerifyFoundCorrupt => "other",
+        };
+    }
     match name {
-        "compiling" => "compiling",
-        "store-locked" => "store-locked",
         "store-writing" => "store-writing",
-        "store-writing-meta" => "store-writing-meta",
-        "store-publishing" => "store-publishing",
-        "store-published" => "store-published",
         "store-begin" | "store-checking" => "store-lookup",
         "importing" => "import-reading",
-        "import-locked" => "import-locked",
-        "import-staging" => "import-staging",
-        "import-publishing" => "import-publishing",
-        "import-published" => "import-published",
-        "writing-meta" | "put-writing" | "commit-writing" => "writing",
+        "put-writing" | "commit-writing" => "writing",
         "put-fsyncing" | "commit-fsyncing" => "fsyncing",
-        "publishing" => "publishing",
-        "published" => "published",
-        "evicting" | "evicting-second-look" => "evicting",
-        "locked" => "locked",
         "gc" => "gc",
         "verifying" => "verifying",
         "get" | "checking" => "lookup",

@@ -85,11 +85,24 @@ impl Op {
 
     /// The operation that reaches the armed point `point`.
     fn reaching(point: &str) -> Option<Op> {
+        use jit_cache::Failpoint as F;
+        if let Ok(point) = point.parse::<F>() {
+            return match point {
+                F::Locked | F::Compiling | F::WritingMeta | F::Publishing | F::Published => {
+                    Some(Op::Build)
+                }
+                F::Evicting | F::EvictingSecondLook => Some(Op::Gc),
+                F::StoreLocked | F::StoreWritingMeta | F::StorePublishing | F::StorePublished => {
+                    Some(Op::Store)
+                }
+                F::ImportLocked | F::ImportStaging | F::ImportPublishing | F::ImportPublished => {
+                    Some(Op::Import)
+                }
+                F::VerifyFoundCorrupt => Some(Op::Verify),
+            };
+        }
         Some(match point {
-            "locked" | "compiling" | "writing-meta" | "publishing" | "published" => Op::Build,
-            "evicting" | "evicting-second-look" => Op::Gc,
             p if p.starts_with("store-") => Op::Store,
-            p if p.starts_with("import-") => Op::Import,
             p if p.starts_with("put-") => Op::Put,
             p if p.starts_with("commit-") => Op::Commit,
             _ => return None,
