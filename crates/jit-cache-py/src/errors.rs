@@ -88,9 +88,12 @@ mod classes {
     pyo3::import_exception!(jit_cache._errors, PackError);
     pyo3::import_exception!(jit_cache._errors, InvalidSpecError);
     pyo3::import_exception!(jit_cache._errors, CompileError);
+    pyo3::import_exception!(jit_cache._errors, DamagedEntryWarning);
 }
 
-use classes::{BusyError, CacheError, CompileError, Error, InvalidSpecError, PackError};
+use classes::{
+    BusyError, CacheError, CompileError, DamagedEntryWarning, Error, InvalidSpecError, PackError,
+};
 
 /// `jit_cache._errors.Diagnostic` (a dataclass, not an exception), imported once.
 static DIAGNOSTIC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -112,8 +115,17 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PackError", py.get_type::<PackError>())?;
     m.add("InvalidSpecError", py.get_type::<InvalidSpecError>())?;
     m.add("CompileError", py.get_type::<CompileError>())?;
+    m.add("DamagedEntryWarning", py.get_type::<DamagedEntryWarning>())?;
     m.add("Diagnostic", diagnostic_class(py)?)?;
     Ok(())
+}
+
+/// Warns `jit_cache.DamagedEntryWarning` for a stored entry answered as a miss, at the caller's
+/// line (an error raised by a filter that makes the warning an exception is returned).
+pub(crate) fn warn_damaged(py: Python<'_>, damage: &jit_cache::store::Damage) -> PyResult<()> {
+    let message = std::ffi::CString::new(damage.to_string().replace('\0', "\\0"))
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    PyErr::warn(py, &py.get_type::<DamagedEntryWarning>(), &message, 1)
 }
 
 /// An exception of class `T` from a message and its keyword attributes.

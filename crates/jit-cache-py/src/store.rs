@@ -11,7 +11,7 @@ use crate::blocking;
 use crate::cache::Opening;
 use crate::errors;
 use crate::process::{ForkOwned, PerProcess};
-use jit_cache::store::{Claim, Namespace, StoredEntry as RustEntry};
+use jit_cache::store::{Claim, Lookup, Namespace, StoredEntry as RustEntry};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -88,13 +88,16 @@ impl Store {
     }
 
     /// The published entry for `key` in `namespace`, pinned, or `None`. Takes no lock: it
-    /// never waits for a producer.
+    /// never waits for a producer. An entry that fails its check is `None` with a
+    /// `DamagedEntryWarning`.
     fn get(&self, py: Python<'_>, namespace: &str, key: &str) -> PyResult<Option<StoredEntry>> {
         let ns = self::namespace(py, namespace)?;
         let store = self.handle(py)?;
         let key = key.to_string();
-        match py.detach(|| store.get(&ns, &key)) {
-            Ok(found) => Ok(found.map(StoredEntry::new)),
+        match py.detach(|| store.lookup(&ns, &key)) {
+            Ok(Lookup::Found(entry)) => Ok(Some(StoredEntry::new(entry))),
+            Ok(Lookup::Absent) => Ok(None),
+            Ok(Lookup::Damaged(damage)) => errors::warn_damaged(py, &damage).map(|()| None),
             Err(e) => Err(errors::cache(py, &e)),
         }
     }

@@ -4,7 +4,9 @@ states that stay within their Literals."""
 from __future__ import annotations
 
 import importlib
+import os
 import typing
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -56,11 +58,38 @@ def test_a_block_that_committed_itself_is_not_committed_twice(tmp_path: Path) ->
     assert entry.read("a.bin") == b"x" and store.get("ns", "k") is not None
 
 
+def test_a_damaged_stored_entry_is_a_miss_with_a_warning_naming_it(tmp_path: Path) -> None:
+    store = jit_cache.Store(tmp_path / "store")
+    claim = store.begin("ns", "k", wait=5)
+    assert isinstance(claim, jit_cache.Producer)
+    claim.write("a.bin", b"payload")
+    with claim.commit() as entry:
+        path = Path(entry.dir) / "a.bin"
+        directory = entry.dir
+    os.chmod(path, 0o644)
+    path.write_bytes(b"paylaod")  # same size, other bytes
+    with pytest.warns(jit_cache.DamagedEntryWarning) as caught:
+        assert store.get("ns", "k") is None, "a damaged entry is a miss"
+    assert len(caught) == 1 and directory in str(caught[0].message), [str(w.message) for w in caught]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jit_cache.DamagedEntryWarning)
+        with pytest.raises(jit_cache.DamagedEntryWarning):
+            store.get("ns", "k")
+    again = store.begin("ns", "k", wait=5)
+    assert isinstance(again, jit_cache.Producer), "the next caller produces it again"
+    again.write("a.bin", b"payload")
+    again.commit().close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        replaced = store.get("ns", "k")
+        assert replaced is not None and replaced.read("a.bin") == b"payload", "replaced, no warning"
+
+
 @pytest.fixture
 def reloaded_errors() -> Iterator[None]:
     """`jit_cache._errors` reloaded (new class objects in the module, as a reloader makes),
     then put back as it was."""
-    names = ["Error", "CacheError", "BusyError", "PackError", "InvalidSpecError", "CompileError"]
+    names = ["Error", "CacheError", "BusyError", "PackError", "InvalidSpecError", "CompileError", "DamagedEntryWarning"]
     before = {name: getattr(jit_cache._errors, name) for name in names + ["Diagnostic"]}
     importlib.reload(jit_cache._errors)
     assert jit_cache._errors.CompileError is not before["CompileError"]
@@ -72,7 +101,7 @@ def reloaded_errors() -> Iterator[None]:
 def test_the_exceptions_raised_are_the_classes_jit_cache_exports(
     cache: jit_cache.Cache, reloaded_errors: None
 ) -> None:
-    for name in ["Error", "CacheError", "BusyError", "PackError", "InvalidSpecError", "CompileError"]:
+    for name in ["Error", "CacheError", "BusyError", "PackError", "InvalidSpecError", "CompileError", "DamagedEntryWarning"]:
         assert getattr(jit_cache._native, name) is getattr(jit_cache, name), name
     with pytest.raises(jit_cache.InvalidSpecError):
         cache.get_or_build(jit_cache.Source.text("k.cu", KERNEL), flags=["--no-such-option"])

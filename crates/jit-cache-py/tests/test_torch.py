@@ -151,8 +151,12 @@ def test_a_corrupt_entry_is_a_miss_never_an_error_and_is_replaced(seeded: Path, 
         data[len(data) // 2] ^= 0xFF  # same size, other bytes
         os.chmod(value, 0o644)
         value.write_bytes(bytes(data))
-    # The store checks the bytes before it answers: a miss, and the compile stores them again.
-    assert_compiled(run_worker(root, tmp_path))
+    # The store checks the bytes before it answers: a miss with a warning naming the entry, and
+    # the compile stores them again.
+    report = run_worker(root, tmp_path)
+    assert_compiled(report)
+    warned = [line for line in report["stderr"].splitlines() if "DamagedEntryWarning" in line]
+    assert warned and all("is damaged" in line for line in warned), report["stderr"][-4000:]
     assert cli(root, "verify")["verify"]["corrupt"] == [], "the compile replaced the corrupt entries"
     assert_from_store(run_worker(root, tmp_path))
 

@@ -1,4 +1,5 @@
-"""The exceptions of ``jit_cache`` (filesystem errors are ``OSError`` subclasses instead).
+"""The exceptions of ``jit_cache`` (filesystem errors are ``OSError`` subclasses instead), and
+its one warning category.
 
 The native module imports these classes once, when it is initialised, and raises them by
 their class objects (``jit_cache._native.CompileError is jit_cache.CompileError``).
@@ -62,6 +63,14 @@ class PackError(CacheError):
         super().__init__(message, operation=operation, path=path, errno=errno)
         self.offset = offset
         self.entry = entry
+
+
+class DamagedEntryWarning(RuntimeWarning):
+    """A stored entry failed its check (a file's size or digest, or its metadata, differs from
+    what was recorded) and was answered as a miss: the key's next producer replaces it, and
+    ``jit-cache verify`` moves it aside. The message names the entry's directory and the check
+    that failed. Filter it as any warning (``warnings.simplefilter("error", DamagedEntryWarning)``
+    makes it an exception)."""
 
 
 class InvalidSpecError(CacheError, ValueError):

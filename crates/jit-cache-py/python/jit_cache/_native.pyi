@@ -14,6 +14,7 @@ from typing_extensions import Unpack
 from jit_cache._errors import BusyError as BusyError
 from jit_cache._errors import CacheError as CacheError
 from jit_cache._errors import CompileError as CompileError
+from jit_cache._errors import DamagedEntryWarning as DamagedEntryWarning
 from jit_cache._errors import Diagnostic as Diagnostic
 from jit_cache._errors import Error as Error
 from jit_cache._errors import InvalidSpecError as InvalidSpecError
@@ -47,6 +48,7 @@ __all__ = [
     "PackError",
     "InvalidSpecError",
     "CompileError",
+    "DamagedEntryWarning",
     "Diagnostic",
     "Cache",
     "Answer",
@@ -417,7 +419,8 @@ class Store:
     def shared(self) -> bool:
         """Whether the root follows the shared protocol (NFS, Lustre, ...)."""
     def get(self, namespace: str, key: str) -> Optional[StoredEntry]:
-        """The published entry for ``key`` in ``namespace``, pinned, or ``None``. Never waits."""
+        """The published entry for ``key`` in ``namespace``, pinned, or ``None``. Never waits.
+        An entry that fails its check is ``None`` with a ``DamagedEntryWarning``."""
     def begin(self, namespace: str, key: str, *, wait: float) -> Union[StoredEntry, Producer]:
         """The published entry for ``key``, or a ``Producer``: this process is then the key's
         one producer until it commits or abandons. Waits at most ``wait`` seconds for another

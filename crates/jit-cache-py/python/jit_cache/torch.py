@@ -30,9 +30,10 @@ What holds:
 - An entry is published by one durable rename (file fsynced, then the directory): a reader
   finds all of Inductor's bytes or none, after a crash or a kill -9.
 - Bytes are checked against their recorded size and digest before they are used: the store
-  answers a corrupt entry as a miss (the compile's ``put`` then replaces it), an entry unreadable
-  afterwards is a miss with one warning, and a store that cannot be opened leaves Inductor's own
-  caches with one warning: never an exception in a compile.
+  answers a corrupt entry as a miss with a ``jit_cache.DamagedEntryWarning`` naming it (the
+  compile's ``put`` then replaces it), an entry unreadable afterwards is a miss with one warning,
+  and a store that cannot be opened leaves Inductor's own caches with one warning: never an
+  exception in a compile (not even where a filter makes the warning an error).
 - One compile per key for the FX graph and AOTAutograd caches: Inductor asks the cache
   (``get``), compiles on a miss, then stores (``put``); the miss makes this process the key's
   producer, and other processes and hosts asking for the key wait for it (at most
@@ -53,7 +54,7 @@ import threading
 import warnings
 from typing import Dict, Optional, Set, Tuple
 
-from ._env_store import env_store
+from ._env_store import env_store, get_entry
 from ._errors import BusyError, Error
 from ._native import Producer, Store, StoredEntry
 
@@ -171,7 +172,7 @@ class StoreBackend:
     def _get(self, key: str) -> Optional[bytes]:
         try:
             skey = store_key(key)
-            entry = store().get(NAMESPACE, skey)
+            entry = get_entry(NAMESPACE, skey)
             if entry is None:
                 _release_last_claim(self._cache)
                 # The fleet tier, and for a coordinated cache the wait for another producer.

@@ -65,7 +65,7 @@ from triton import knobs as _knobs
 from triton.runtime import cache as _triton_cache
 
 from . import durable
-from ._env_store import env_store
+from ._env_store import env_store, get_entry
 from ._errors import BusyError, Error
 from ._native import Producer, Store, StoredEntry
 
@@ -223,7 +223,7 @@ class CacheManager(_triton_cache.CacheManager):
         try:
             # A hit answers on this thread without a lock; `begin` (a helper thread, the key's
             # lock) only on a miss.
-            claim = store().get(NAMESPACE, key) or store().begin(NAMESPACE, key, wait=_wait())
+            claim = get_entry(NAMESPACE, key) or store().begin(NAMESPACE, key, wait=_wait())
         except BusyError as e:
             _warn_once("busy", f"{e}; compiling privately, uncached")
             self._private = _private_dir()
@@ -255,7 +255,7 @@ class CacheManager(_triton_cache.CacheManager):
         entry = _held_entry(key)
         if entry is None:
             try:
-                entry = store().get(NAMESPACE, key)
+                entry = get_entry(NAMESPACE, key)
             except (Error, OSError):
                 return None
             if entry is None:

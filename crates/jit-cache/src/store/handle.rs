@@ -54,6 +54,59 @@ pub enum Claim {
     Produce(Producer),
 }
 
+/// What [`Store::lookup`] found at a key.
+#[derive(Debug)]
+pub enum Lookup {
+    /// The entry is published and whole; pinned while this value lives.
+    Found(StoredEntry),
+    /// Nothing is published at the key (or its entry is being replaced).
+    Absent,
+    /// An entry is published but fails its check (its metadata or a file's size or digest
+    /// differs from what was recorded: a disk's bit rot, a hand edit, a torn copy). A miss: the
+    /// key's next producer replaces it, and `verify` moves it aside.
+    Damaged(Damage),
+}
+
+impl Lookup {
+    /// The entry, when one was found whole.
+    pub fn found(self) -> Option<StoredEntry> {
+        match self {
+            Lookup::Found(entry) => Some(entry),
+            Lookup::Absent | Lookup::Damaged(_) => None,
+        }
+    }
+}
+
+/// A published entry that fails its check: where it is and why, for a warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    path: PathBuf,
+    reason: String,
+}
+
+impl Damage {
+    /// The entry's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What its check found.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the stored entry {} is damaged ({}): a miss, which its next producer replaces",
+            self.path.display(),
+            self.reason
+        )
+    }
+}
+
 /// A handle on a root's keyed store. Cheap to clone; a [`crate::Cache`] on the same root shares
 /// its entries' tree, its maintenance and its protocol ([`crate::Cache::store`]).
 #[derive(Debug, Clone)]
@@ -119,10 +172,24 @@ impl Store {
     }
 
     /// The published entry for `key`, pinned, or `None` when there is none (or it is being
-    /// replaced). Takes no lock: a reader never waits for a producer.
+    /// replaced, or it is damaged: [`Store::lookup`] tells these apart). Takes no lock: a reader
+    /// never waits for a producer.
     pub fn get(&self, namespace: &Namespace, key: &str) -> Result<Option<StoredEntry>> {
+        Ok(self.lookup(namespace, key)?.found())
+    }
+
+    /// What is published at `key`: the entry, pinned; nothing; or an entry that fails its
+    /// check, which is a miss the caller may want to report. Takes no lock.
+    pub fn lookup(&self, namespace: &Namespace, key: &str) -> Result<Lookup> {
         let address = self.address(namespace, key)?;
-        Ok(entry::open(&address, self.layout.protocol).ok())
+        Ok(match entry::open(&address, self.layout.protocol) {
+            Ok(found) => Lookup::Found(found),
+            Err(Unusable::Absent) => Lookup::Absent,
+            Err(Unusable::Corrupt(reason)) => Lookup::Damaged(Damage {
+                path: address.dir,
+                reason,
+            }),
+        })
     }
 
     /// The published entry for `key`, or the role of its one producer.

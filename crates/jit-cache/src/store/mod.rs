@@ -40,7 +40,7 @@ mod turns;
 
 pub use address::{Namespace, MAX_KEY_LEN};
 pub use entry::StoredEntry;
-pub use handle::{Claim, Store, StoreOptions};
+pub use handle::{Claim, Damage, Lookup, Store, StoreOptions};
 pub use producer::Producer;
 
 pub(crate) use address::{check_key, entry_digest, stored_variant, Address};

@@ -2,7 +2,7 @@
 //! processes, abandoned and killed producers, pins against `gc`, `verify` of stored entries,
 //! hostile names, team roots.
 
-use jit_cache::store::{Claim, Namespace, Producer, Store, StoredEntry};
+use jit_cache::store::{Claim, Lookup, Namespace, Producer, Store, StoredEntry};
 use jit_cache::{Cache, Error};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -271,6 +271,18 @@ fn a_corrupt_stored_file_is_a_miss_and_verify_moves_it_aside() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     std::fs::write(&path, b"evil bytes").expect("corrupt");
     assert!(store.get(&ns("triton"), "k").expect("get").is_none());
+    // `lookup` tells the damage from an absence, naming the entry and the file.
+    match store.lookup(&ns("triton"), "k").expect("lookup") {
+        Lookup::Damaged(damage) => {
+            assert_eq!(Some(damage.path()), path.parent(), "{damage}");
+            assert!(damage.reason().contains("a.cubin"), "{damage}");
+        }
+        other => panic!("a damaged entry, not {other:?}"),
+    }
+    assert!(matches!(
+        store.lookup(&ns("triton"), "other").expect("lookup"),
+        Lookup::Absent
+    ));
     let report = cache.verify().expect("verify");
     assert_eq!(report.checked, 1);
     assert_eq!(report.corrupt.len(), 1, "{report:?}");
