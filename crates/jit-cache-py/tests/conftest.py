@@ -223,3 +223,68 @@ def nfs_hosts(tmp_path: Path) -> Iterator[Hosts]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def team() -> Iterator[Tuple[str, List[str]]]:
+    """A group and two users made for the test (it runs as root under cargo xtask test)."""
+    if os.geteuid() != 0:
+        if os.environ.get("FS_TESTBED_REQUIRE") == "1":
+            pytest.fail("the team-root test creates two users and needs root")
+        pytest.skip("the team-root test creates two users and needs root")
+    for tool in ("groupadd", "useradd", "userdel", "groupdel"):
+        require_tool(tool)
+    tag = f"jctt{os.getpid()}"
+    subprocess.run(["groupadd", tag], check=True)
+    users: List[str] = []
+    try:
+        for who in ("a", "b"):
+            name = f"{tag}{who}"
+            subprocess.run(["useradd", "-M", "-N", "-g", tag, "-s", "/bin/sh", name], check=True)
+            users.append(name)
+        yield tag, users
+    finally:
+        for name in users:
+            subprocess.run(["userdel", name], check=False)
+        subprocess.run(["groupdel", tag], check=False)
+
+
+def reachable_by_everyone(*paths: Path) -> None:
+    """Makes each of ``paths`` reachable by every user in this process's own mount namespace, at
+    the same path: a checkout or an interpreter under a directory other users cannot enter (a
+    clone under ``/root``, pyenv's ``/root/.pyenv``) is bind-mounted into a tmpfs laid over that
+    directory. Only this (forked, still root) process and what it starts see the change; the
+    machine's mounts are untouched. Nothing to do when every ancestor of each path can be
+    entered already. The blocked directory must be one for all the paths (``/root``)."""
+    import ctypes
+
+    tops = set()
+    belows = set()
+    for path in paths:
+        blocked = [a for a in reversed(path.parents) if not a.stat().st_mode & 0o001]
+        if blocked:
+            tops.add(blocked[0])
+            belows.add(blocked[0] / path.relative_to(blocked[0]).parts[0])
+    if not tops:
+        return
+    assert len(tops) == 1, f"one blocked directory above {paths}, not {tops}"
+    (top,) = tops
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone_newns, ms_bind, ms_rec, ms_private = 0x00020000, 0x1000, 0x4000, 1 << 18
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    check(libc.unshare(clone_newns), "unshare a mount namespace")
+    check(libc.mount(b"none", b"/", None, ms_rec | ms_private, None), "make mounts private")
+    # Opened in the new namespace: a bind's source must be one of its own mounts (a descriptor
+    # opened before `unshare` names the old namespace's, and the bind fails with EINVAL).
+    keep = {below: os.open(below, os.O_PATH) for below in sorted(belows)}
+    check(libc.mount(b"tmpfs", str(top).encode(), b"tmpfs", 0, b"mode=0755"), f"tmpfs on {top}")
+    for below, fd in keep.items():
+        below.mkdir()
+        source = f"/proc/self/fd/{fd}".encode()
+        check(libc.mount(source, str(below).encode(), None, ms_bind | ms_rec, None), f"bind {below}")
+        os.close(fd)

@@ -2,23 +2,27 @@
 with an empty Inductor cache gets its FX graph from the store, through the ``JIT_CACHE_TORCH=1``
 hook and through ``install()``; a corrupt entry is a miss, then replaced; another torch version
 never meets the entries; two processes compile a graph once; the Redis and S3 fleet tiers and
-two simulated NFS hosts serve each other; kill -9 in the put leaves nothing torn."""
+two simulated NFS hosts serve each other; a team root serves two users; kill -9 in the put
+leaves nothing torn."""
 
 from __future__ import annotations
 
+import grp
 import itertools
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 import jit_cache
-from conftest import Hosts
+from conftest import Hosts, reachable_by_everyone
 
 if os.environ.get("XTASK_TEST") == "1":
     import torch  # cargo xtask test runs this file with torch: missing, the suite fails
@@ -64,9 +68,9 @@ def run_worker(
     return report
 
 
-def cli(root: Path, *args: str) -> Any:
+def cli(root: Path, *args: str, team: bool = False) -> Any:
     out = subprocess.run(
-        [jit_cache.launcher_path(), "--cache-dir", str(root), "--json", *args],
+        [jit_cache.launcher_path(), "--cache-dir", str(root), "--json", *(["--team"] if team else []), *args],
         capture_output=True,
         text=True,
         check=True,
@@ -74,9 +78,9 @@ def cli(root: Path, *args: str) -> Any:
     return json.loads(out.stdout)
 
 
-def inductor_entries(root: Path) -> List[Dict[str, Any]]:
+def inductor_entries(root: Path, team: bool = False) -> List[Dict[str, Any]]:
     """Every entry of the ``inductor`` namespace under the root, as ``jit-cache ls`` sees it."""
-    return [e for e in cli(root, "ls")["entries"] if e["name"].startswith("inductor/")]
+    return [e for e in cli(root, "ls", team=team)["entries"] if e["name"].startswith("inductor/")]
 
 
 def assert_compiled(report: Dict[str, Any]) -> None:
@@ -238,6 +242,64 @@ def test_two_nfs_hosts_compile_once_and_serve_each_other(tmp_path: Path, nfs_hos
     )
     for r in again:
         assert_from_store(r)
+
+
+def run_worker_as(user: str, root: Path, home: Path) -> Any:
+    """The worker as ``user`` (umask 022) on the team root, with an Inductor cache of its own
+    under its home. The interpreter, its venvs and the worker are made reachable first when they
+    sit under a directory the test users cannot enter (a checkout under ``/root``)."""
+    pw = pwd.getpwnam(user)
+    places = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(WORKER).resolve()]
+    places += [Path(p).resolve() for p in sys.path if p.endswith("site-packages")]
+
+    def become_user() -> None:
+        reachable_by_everyone(*places)
+        os.setgid(pw.pw_gid)
+        os.setgroups([pw.pw_gid])
+        os.setuid(pw.pw_uid)
+        os.umask(0o022)
+
+    out = subprocess.run(
+        [sys.executable, WORKER],
+        env=worker_env(root, home / "inductor", JIT_CACHE_TEAM="1", HOME=str(home)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=home,
+        preexec_fn=become_user,
+    )
+    assert out.returncode == 0, f"worker as {user} failed ({out.returncode}):\n{out.stderr[-4000:]}"
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report["stderr"] = out.stderr
+    return report
+
+
+def test_a_team_root_is_shared_by_two_users(team: Tuple[str, List[str]]) -> None:
+    group, users = team
+    # Not under pytest's temporary directory: it is private to root (0700).
+    base = Path(tempfile.mkdtemp(prefix="jit-cache-team-"))
+    try:
+        base.chmod(0o755)
+        root = base / "team"
+        root.mkdir()
+        gid = grp.getgrnam(group).gr_gid
+        os.chown(root, 0, gid)
+        root.chmod(0o2770)
+        reports = []
+        for user in users:
+            home = base / user
+            home.mkdir()
+            os.chown(home, pwd.getpwnam(user).pw_uid, gid)
+            reports.append(run_worker_as(user, root, home))
+        assert_compiled(reports[0])
+        assert_from_store(reports[1])  # the second user's process, its own Inductor cache empty
+        entries = inductor_entries(root, team=True)
+        assert entries, "the first user's compile stored its entries"
+        for entry in entries:
+            for path in [Path(entry["path"]), *Path(entry["path"]).iterdir()]:
+                assert path.stat().st_gid == gid, f"{path} belongs to the team's group"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_kill_9_in_the_put_leaves_nothing_torn(tmp_path: Path) -> None:

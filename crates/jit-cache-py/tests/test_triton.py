@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import jit_cache
-from conftest import redis_cli, require_tool
+from conftest import reachable_by_everyone, redis_cli, require_tool
 
 if os.environ.get("XTASK_TEST") == "1":
     import triton  # cargo xtask setup installs it: missing, the suite fails
@@ -218,68 +218,12 @@ def test_an_entry_gc_evicts_stays_readable_for_the_process_holding_its_paths(tmp
     assert run_worker(root, "add")["compiles"] == 1
 
 
-@pytest.fixture
-def team():
-    """A group and two users made for the test (it runs as root under cargo xtask test)."""
-    if os.geteuid() != 0:
-        if os.environ.get("FS_TESTBED_REQUIRE") == "1":
-            pytest.fail("the team-root test creates two users and needs root")
-        pytest.skip("the team-root test creates two users and needs root")
-    for tool in ("groupadd", "useradd", "userdel", "groupdel"):
-        require_tool(tool)
-    tag = f"jctt{os.getpid()}"
-    subprocess.run(["groupadd", tag], check=True)
-    users = []
-    try:
-        for who in ("a", "b"):
-            name = f"{tag}{who}"
-            subprocess.run(["useradd", "-M", "-N", "-g", tag, "-s", "/bin/sh", name], check=True)
-            users.append(name)
-        yield tag, users
-    finally:
-        for name in users:
-            subprocess.run(["userdel", name], check=False)
-        subprocess.run(["groupdel", tag], check=False)
-
-
-def _reachable_by_everyone(path: Path) -> None:
-    """Makes `path` reachable by every user in this process's own mount namespace, at the same
-    path: a checkout under a directory other users cannot enter (a clone under `/root`) is
-    bind-mounted into a tmpfs laid over that directory. Only this (forked, still root) process
-    and what it starts see the change; the machine's mounts are untouched. Nothing to do when
-    every ancestor of `path` can be entered already."""
-    import ctypes
-
-    blocked = [a for a in reversed(path.parents) if not a.stat().st_mode & 0o001]
-    if not blocked:
-        return
-    top = blocked[0]
-    below = top / path.relative_to(top).parts[0]
-    libc = ctypes.CDLL(None, use_errno=True)
-    clone_newns, ms_bind, ms_rec, ms_private = 0x00020000, 0x1000, 0x4000, 1 << 18
-
-    def check(result: int, what: str) -> None:
-        if result != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"{what}: {os.strerror(err)}")
-
-    check(libc.unshare(clone_newns), "unshare a mount namespace")
-    check(libc.mount(b"none", b"/", None, ms_rec | ms_private, None), "make mounts private")
-    # Opened in the new namespace: a bind's source must be one of its own mounts (a descriptor
-    # opened before `unshare` names the old namespace's, and the bind fails with EINVAL).
-    keep = os.open(below, os.O_PATH)
-    check(libc.mount(b"tmpfs", str(top).encode(), b"tmpfs", 0, b"mode=0755"), f"tmpfs on {top}")
-    below.mkdir()
-    source = f"/proc/self/fd/{keep}".encode()
-    check(libc.mount(source, str(below).encode(), None, ms_bind | ms_rec, None), f"bind {below}")
-
-
 def _compile_as(user: str, root: Path, home: Path) -> dict:
     """Compiles `add` into the team root in a forked child running as `user` (umask 022).
 
     Forked, not spawned: the child uses the modules its parent (warmed up by one compile)
     already loaded, and what it still reads of the venv (Triton's ptxas, lazy imports) it
-    reaches through `_reachable_by_everyone` when the checkout is under a directory the test
+    reaches through `reachable_by_everyone` when the checkout is under a directory the test
     users cannot enter.
     """
     import triton_worker
@@ -293,7 +237,7 @@ def _compile_as(user: str, root: Path, home: Path) -> dict:
         try:
             os.close(read)
             # The interpreter, Triton and its ptxas live in this checkout's venv.
-            _reachable_by_everyone(Path(sys.prefix).resolve())
+            reachable_by_everyone(Path(sys.prefix).resolve())
             os.setgid(pw.pw_gid)
             os.setgroups([pw.pw_gid])
             os.setuid(pw.pw_uid)
