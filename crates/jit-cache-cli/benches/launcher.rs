@@ -6,7 +6,9 @@
 //! 2. A hit of a kernel that reads ~750 headers: one using CUB's BlockReduce (742 headers of the
 //!    toolkit's CCCL, as real kernels read), and the worst case for the launcher, 600 two-line
 //!    project headers; launcher vs ccache's direct mode (`ccache --print-stats` must show the
-//!    direct hits). Outputs are removed before each call, untimed.
+//!    direct hits) and vs the floor: a small C program that `stat`s every input the depfile
+//!    names and copies the artifact and the depfile out, the least any stat-validated hit can
+//!    do. Outputs are removed before each call, untimed.
 //! 3. A ninja build of the launcher tests' project after `ninja -t clean` (all hits), both warm.
 //! 4. 8 concurrent identical command lines on a cold cache: compiles counted by a wrapper.
 //!
@@ -154,7 +156,14 @@ fn deepgemm_uuid_dirs(dir: &Path, nvcc: &Path, runs: usize) {
         "ccache nvcc: hits",
         format!("{ccache_hits}/{dirs}")
     );
-    report_hit(median(ours), median(theirs), None);
+    report_hit(
+        &HitTimes {
+            ours: median(ours),
+            ccache: median(theirs),
+            floor: None,
+        },
+        None,
+    );
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -283,9 +292,9 @@ fn hit_750_headers(dir: &Path, nvcc: &Path, runs: usize) {
     let work = dir.join("hit-cub");
     std::fs::create_dir_all(&work).expect("mkdir");
     std::fs::write(work.join("k.cu"), CUB_KERNEL).expect("write source");
-    let (headers, ours, theirs) = hit_series(&work, nvcc, &[], runs);
+    let (headers, times) = hit_series(&work, nvcc, &[], runs);
     println!("   a kernel using CUB's BlockReduce: {headers} headers (the toolkit's CCCL, 11 KB average)");
-    report_hit(ours, theirs, Some(3.0));
+    report_hit(&times, Some(3.0));
 
     // The worst case for the launcher next to ccache: headers of two lines, which ccache hashes
     // almost for free while the launcher still pays a `stat` each.
@@ -303,15 +312,23 @@ fn hit_750_headers(dir: &Path, nvcc: &Path, runs: usize) {
     }
     src.push_str("extern \"C\" __global__ void k(int* x) { x[threadIdx.x] = H599; }\n");
     std::fs::write(work.join("k.cu"), src).expect("write source");
-    let (headers, ours, theirs) = hit_series(&work, nvcc, &["-Iinclude"], runs);
+    let (headers, times) = hit_series(&work, nvcc, &["-Iinclude"], runs);
     println!("   600 project headers of two lines, written just before, and the toolkit's: {headers} headers");
-    report_hit(ours, theirs, None);
+    report_hit(&times, None);
 }
 
-/// Times `runs` hits of `k.cu` in `work` for each tool (after one miss each), interleaved. Each
-/// tool writes its own output and dependency file, removed before every timed call (untimed),
-/// so neither replaces a file, nor the other tool's. Returns the header count and both medians.
-fn hit_series(work: &Path, nvcc: &Path, extra: &[&str], runs: usize) -> (usize, f64, f64) {
+/// The medians of one series of hits, in milliseconds.
+struct HitTimes {
+    ours: f64,
+    ccache: f64,
+    /// `None` where the series has no floor (DeepGEMM's kernels in fresh directories).
+    floor: Option<f64>,
+}
+
+/// Times `runs` hits of `k.cu` in `work` for each tool (after one miss each) and the floor,
+/// interleaved. Each writes its own output and dependency file, removed before every timed call
+/// (untimed), so none replaces a file, nor another's. Returns the header count and the medians.
+fn hit_series(work: &Path, nvcc: &Path, extra: &[&str], runs: usize) -> (usize, HitTimes) {
     let (cache, ccache_dir) = (work.join("jit"), work.join("ccache"));
     let args = |out: &str| -> Vec<String> {
         extra
@@ -332,8 +349,23 @@ fn hit_series(work: &Path, nvcc: &Path, extra: &[&str], runs: usize) -> (usize, 
     let headers = std::fs::read_to_string(work.join("k-jit.d"))
         .map(|d| d.lines().count() - 1)
         .unwrap_or(0);
+    // The floor's "entry": the launcher's artifact and depfile, copied aside.
+    let stored = work.join("floor-store");
+    std::fs::create_dir_all(&stored).expect("mkdir floor store");
+    std::fs::copy(work.join("k-jit.o"), stored.join("k.o")).expect("copy artifact");
+    std::fs::copy(work.join("k-jit.d"), stored.join("k.d")).expect("copy depfile");
+    let floor_out = "k-floor.o";
+    let floor_cmd = || {
+        let mut cmd = Command::new(floor_program(work.parent().unwrap_or(work)));
+        cmd.arg(stored.join("k.o"))
+            .arg(stored.join("k.d"))
+            .arg(floor_out)
+            .arg("k-floor.d")
+            .current_dir(work);
+        cmd
+    };
     let before = ccache_stat(&ccache_dir, "direct_cache_hit");
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         fresh(ours_out);
         ours.push(ms(time_cmd(
@@ -343,27 +375,122 @@ fn hit_series(work: &Path, nvcc: &Path, extra: &[&str], runs: usize) -> (usize, 
         theirs.push(ms(time_cmd(
             ccache(&ccache_dir, nvcc, work).args(args(theirs_out)),
         )));
+        fresh(floor_out);
+        floor.push(ms(time_cmd(&mut floor_cmd())));
     }
     let hits = ccache_stat(&ccache_dir, "direct_cache_hit") - before;
     assert_eq!(
         hits as usize, runs,
         "ccache must hit in direct mode every run"
     );
-    (headers, median(ours), median(theirs))
+    assert_eq!(
+        std::fs::read(work.join(floor_out)).expect("the floor's artifact"),
+        std::fs::read(work.join(ours_out)).expect("the launcher's artifact"),
+        "the floor copies the same artifact"
+    );
+    (
+        headers,
+        HitTimes {
+            ours: median(ours),
+            ccache: median(theirs),
+            floor: Some(median(floor)),
+        },
+    )
 }
 
-fn report_hit(ours: f64, theirs: f64, goal: Option<f64>) {
-    println!("   {:<40} {:>9.2}ms", "jit-cache nvcc (hit)", ours);
+/// The floor of a stat-validated hit, in C: reads the stored depfile, `stat`s every input it
+/// names (failing if one is missing), and copies the stored artifact and depfile out.
+const FLOOR_C: &str = r#"#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *slurp(const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) { perror(path); exit(1); }
+    char *buf = malloc(st.st_size + 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, st.st_size - got);
+        if (n <= 0) { perror(path); exit(1); }
+        got += n;
+    }
+    close(fd);
+    buf[got] = 0;
+    *len = got;
+    return buf;
+}
+
+static void put(const char *path, const char *data, size_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) != 0) { perror(path); exit(1); }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) { fprintf(stderr, "floor STORED.o STORED.d OUT.o OUT.d\n"); return 2; }
+    size_t dlen, olen;
+    char *dep = slurp(argv[2], &dlen);
+    char *deps = malloc(dlen + 1);
+    memcpy(deps, dep, dlen + 1);
+    char *p = strchr(deps, ':');
+    if (!p) { fprintf(stderr, "no rule in %s\n", argv[2]); return 1; }
+    struct stat st;
+    for (char *tok = strtok(p + 1, " \t\n\\"); tok; tok = strtok(NULL, " \t\n\\")) {
+        if (tok[strlen(tok) - 1] == ':') break; /* the phony targets that follow */
+        if (stat(tok, &st) != 0) { perror(tok); return 1; }
+    }
+    char *obj = slurp(argv[1], &olen);
+    put(argv[3], obj, olen);
+    put(argv[4], dep, dlen);
+    return 0;
+}
+"#;
+
+/// Compiles the floor once per bench run (into `dir`) and returns its path.
+fn floor_program(dir: &Path) -> PathBuf {
+    let exe = dir.join("floor");
+    if !exe.exists() {
+        let src = dir.join("floor.c");
+        std::fs::write(&src, FLOOR_C).expect("write floor.c");
+        let status = Command::new("cc")
+            .args(["-O2", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "cc floor.c");
+    }
+    exe
+}
+
+fn report_hit(times: &HitTimes, goal: Option<f64>) {
+    println!("   {:<40} {:>9.2}ms", "jit-cache nvcc (hit)", times.ours);
     println!(
         "   {:<40} {:>9.2}ms   (direct-mode hits, checked)",
-        "ccache nvcc (direct-mode hit)", theirs
+        "ccache nvcc (direct-mode hit)", times.ccache
     );
+    if let Some(floor) = times.floor {
+        println!(
+            "   {:<40} {:>9.2}ms   (stat every input, copy two files)",
+            "the floor", floor
+        );
+    }
     let goal = goal.map(|g| format!("(goal >= {g}x)")).unwrap_or_default();
     println!(
         "   {:<40} {:>9.1}x   {goal}",
-        "jit-cache faster by",
-        theirs / ours
+        "jit-cache faster than ccache by",
+        times.ccache / times.ours
     );
+    if let Some(floor) = times.floor {
+        println!(
+            "   {:<40} {:>9.2}x   (goal <= 1.3x)",
+            "jit-cache over the floor",
+            times.ours / floor
+        );
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

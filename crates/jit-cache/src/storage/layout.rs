@@ -118,11 +118,16 @@ impl Layout {
             RootMode::Private => 0o700,
             RootMode::Team => 0o2770,
         };
-        if std::fs::symlink_metadata(root).is_err() {
+        let base = root.join(FORMAT_DIR);
+        // A root opened before, the common case: its directories are opened by descriptor at
+        // once, without the checks by path (`O_NOFOLLOW | O_DIRECTORY` refuses a planted
+        // symlink or file as they would). Anything else (a directory missing, planted or
+        // unreadable) takes the way that creates what is missing and names what is wrong.
+        let opened = open_subdirs(root, &base).ok();
+        if opened.is_none() && std::fs::symlink_metadata(root).is_err() {
             durable_fs::create_dir_all_durable(root, durable_fs::DirMode::from_mode(dir_mode))?;
         }
         check_root(root, mode)?;
-        let base = root.join(FORMAT_DIR);
         let fs = FsType::of(root);
         let mut layout = Layout {
             base: base.clone(),
@@ -134,22 +139,18 @@ impl Layout {
             fs,
             protocol: crate::base::fstype::protocol(Sharing::Detect, fs),
         };
-        layout.ensure_dir(&base)?;
-        for sub in Subdir::ALL {
-            layout.ensure_dir(&base.join(sub.name()))?;
-        }
-        // The checks above were by path; from here on everything goes through descriptors
-        // opened without following symlinks, each checked to be the real directory.
-        let root_fd = open_dir_nofollow(rustix::fs::CWD, root)?;
-        let base_fd = open_dir_nofollow(&root_fd, Path::new(FORMAT_DIR))
-            .map_err(|e| reopen_error(&base, e))?;
-        let fds = Subdir::ALL
-            .iter()
-            .map(|sub| {
-                open_dir_nofollow(&base_fd, Path::new(sub.name()))
-                    .map_err(|e| reopen_error(&base.join(sub.name()), e))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let fds = match opened {
+            Some(fds) => fds,
+            None => {
+                layout.ensure_dir(&base)?;
+                for sub in Subdir::ALL {
+                    layout.ensure_dir(&base.join(sub.name()))?;
+                }
+                // The checks above were by path; from here on everything goes through
+                // descriptors opened without following symlinks, each the real directory.
+                open_subdirs(root, &base)?
+            }
+        };
         if mode == RootMode::Team {
             make_staging_sticky(&fds[Subdir::Staging as usize]);
         }
@@ -191,7 +192,7 @@ impl Layout {
                 }
             }
         }
-        require_real_dir(dir)
+        require_real_dir(dir).map(drop)
     }
 
     /// Creates a directory inside the root as [`Layout::ensure_dir`] does, but without its
@@ -471,6 +472,21 @@ pub(crate) fn open_dir_nofollow(at: impl AsFd, path: &Path) -> Result<OwnedFd> {
         .map_err(|e| Error::io("open cache directory", path, e.into()))
 }
 
+/// The root's format directory's subdirectories ([`Subdir::ALL`] order), each opened without
+/// following a symlink, through the root's and the format directory's descriptors.
+fn open_subdirs(root: &Path, base: &Path) -> Result<Vec<OwnedFd>> {
+    let root_fd = open_dir_nofollow(rustix::fs::CWD, root).map_err(|e| reopen_error(root, e))?;
+    let base_fd =
+        open_dir_nofollow(&root_fd, Path::new(FORMAT_DIR)).map_err(|e| reopen_error(base, e))?;
+    Subdir::ALL
+        .iter()
+        .map(|sub| {
+            open_dir_nofollow(&base_fd, Path::new(sub.name()))
+                .map_err(|e| reopen_error(&base.join(sub.name()), e))
+        })
+        .collect()
+}
+
 /// A directory checked by path that cannot be opened as one now was swapped meanwhile.
 fn reopen_error(path: &Path, e: Error) -> Error {
     match e {
@@ -511,7 +527,7 @@ pub fn default_root() -> Option<PathBuf> {
         .or_else(|| non_empty("HOME").map(|h| h.join(".cache").join("jit-cache")))
 }
 
-fn require_real_dir(path: &Path) -> Result<()> {
+fn require_real_dir(path: &Path) -> Result<std::fs::Metadata> {
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| Error::io("inspect cache directory", path, e))?;
     if meta.file_type().is_symlink() || !meta.is_dir() {
@@ -521,7 +537,7 @@ fn require_real_dir(path: &Path) -> Result<()> {
                 .into(),
         });
     }
-    Ok(())
+    Ok(meta)
 }
 
 /// A team root's `staging/` is sticky (mode 3770): a member may make and remove directories
@@ -539,9 +555,7 @@ fn make_staging_sticky(staging: &OwnedFd) {
 }
 
 fn check_root(root: &Path, mode: RootMode) -> Result<()> {
-    require_real_dir(root)?;
-    let meta =
-        std::fs::symlink_metadata(root).map_err(|e| Error::io("inspect cache root", root, e))?;
+    let meta = require_real_dir(root)?;
     let perms = meta.permissions().mode();
     let unsafe_root = |reason: String| {
         Err(Error::UnsafeRoot {
@@ -744,5 +758,39 @@ mod tests {
         let err =
             Layout::open(&link, RootMode::Private).expect_err("a symlinked root must be refused");
         assert!(err.to_string().contains("not a real directory"), "{err}");
+    }
+
+    #[test]
+    fn a_subdirectory_swapped_for_a_link_or_a_file_after_the_first_open_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("root");
+        drop(Layout::open(&root, RootMode::Private).expect("first open"));
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).expect("mkdir");
+        for (sub, plant) in [("entries", "link"), ("locks", "file")] {
+            let path = root.join(FORMAT_DIR).join(sub);
+            let aside = dir.path().join(format!("{sub}-aside"));
+            std::fs::rename(&path, &aside).expect("move the directory aside");
+            match plant {
+                "link" => std::os::unix::fs::symlink(&elsewhere, &path).expect("plant a link"),
+                _ => std::fs::write(&path, b"").expect("plant a file"),
+            }
+            let err = Layout::open(&root, RootMode::Private)
+                .expect_err("a planted subdirectory must be refused, never opened");
+            assert!(
+                err.to_string().contains("not a real directory") && err.to_string().contains(sub),
+                "{err}"
+            );
+            std::fs::remove_file(&path).expect("remove the plant");
+            std::fs::rename(&aside, &path).expect("put the directory back");
+        }
+        assert!(
+            std::fs::read_dir(&elsewhere)
+                .expect("list")
+                .next()
+                .is_none(),
+            "nothing was made where the link pointed"
+        );
+        Layout::open(&root, RootMode::Private).expect("the repaired root opens");
     }
 }
