@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import grp
 import json
 import os
+import pwd
 import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Tuple
@@ -225,9 +229,21 @@ def nfs_hosts(tmp_path: Path) -> Iterator[Hosts]:
             proc.wait()
 
 
+@dataclasses.dataclass
+class Team:
+    """A group, two users in it, a team root (group-owned, 2770) and a home for each user, under
+    a directory every user can enter (pytest's temporary directory is private to root)."""
+
+    group: str
+    gid: int
+    users: List[str]
+    root: Path
+    homes: Dict[str, Path]
+
+
 @pytest.fixture
-def team() -> Iterator[Tuple[str, List[str]]]:
-    """A group and two users made for the test (it runs as root under cargo xtask test)."""
+def team() -> Iterator[Team]:
+    """A `Team` made for the test (it runs as root under cargo xtask test), removed afterwards."""
     if os.geteuid() != 0:
         if os.environ.get("FS_TESTBED_REQUIRE") == "1":
             pytest.fail("the team-root test creates two users and needs root")
@@ -237,13 +253,26 @@ def team() -> Iterator[Tuple[str, List[str]]]:
     tag = f"jctt{os.getpid()}"
     subprocess.run(["groupadd", tag], check=True)
     users: List[str] = []
+    base = Path(tempfile.mkdtemp(prefix="jit-cache-team-"))
     try:
         for who in ("a", "b"):
             name = f"{tag}{who}"
             subprocess.run(["useradd", "-M", "-N", "-g", tag, "-s", "/bin/sh", name], check=True)
             users.append(name)
-        yield tag, users
+        gid = grp.getgrnam(tag).gr_gid
+        base.chmod(0o755)
+        root = base / "team"
+        root.mkdir()
+        os.chown(root, 0, gid)
+        root.chmod(0o2770)
+        homes = {}
+        for user in users:
+            homes[user] = base / user
+            homes[user].mkdir()
+            os.chown(homes[user], pwd.getpwnam(user).pw_uid, gid)
+        yield Team(group=tag, gid=gid, users=users, root=root, homes=homes)
     finally:
+        shutil.rmtree(base, ignore_errors=True)
         for name in users:
             subprocess.run(["userdel", name], check=False)
         subprocess.run(["groupdel", tag], check=False)

@@ -7,7 +7,6 @@ leaves nothing torn."""
 
 from __future__ import annotations
 
-import grp
 import itertools
 import json
 import os
@@ -15,14 +14,13 @@ import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 import jit_cache
-from conftest import Hosts, reachable_by_everyone
+from conftest import Hosts, Team, reachable_by_everyone
 
 if os.environ.get("XTASK_TEST") == "1":
     import torch  # cargo xtask test runs this file with torch: missing, the suite fails
@@ -274,32 +272,15 @@ def run_worker_as(user: str, root: Path, home: Path) -> Any:
     return report
 
 
-def test_a_team_root_is_shared_by_two_users(team: Tuple[str, List[str]]) -> None:
-    group, users = team
-    # Not under pytest's temporary directory: it is private to root (0700).
-    base = Path(tempfile.mkdtemp(prefix="jit-cache-team-"))
-    try:
-        base.chmod(0o755)
-        root = base / "team"
-        root.mkdir()
-        gid = grp.getgrnam(group).gr_gid
-        os.chown(root, 0, gid)
-        root.chmod(0o2770)
-        reports = []
-        for user in users:
-            home = base / user
-            home.mkdir()
-            os.chown(home, pwd.getpwnam(user).pw_uid, gid)
-            reports.append(run_worker_as(user, root, home))
-        assert_compiled(reports[0])
-        assert_from_store(reports[1])  # the second user's process, its own Inductor cache empty
-        entries = inductor_entries(root, team=True)
-        assert entries, "the first user's compile stored its entries"
-        for entry in entries:
-            for path in [Path(entry["path"]), *Path(entry["path"]).iterdir()]:
-                assert path.stat().st_gid == gid, f"{path} belongs to the team's group"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+def test_a_team_root_is_shared_by_two_users(team: Team) -> None:
+    reports = [run_worker_as(user, team.root, team.homes[user]) for user in team.users]
+    assert_compiled(reports[0])
+    assert_from_store(reports[1])  # the second user's process, its own Inductor cache empty
+    entries = inductor_entries(team.root, team=True)
+    assert entries, "the first user's compile stored its entries"
+    for entry in entries:
+        for path in [Path(entry["path"]), *Path(entry["path"]).iterdir()]:
+            assert path.stat().st_gid == team.gid, f"{path} belongs to the team's group"
 
 
 def test_kill_9_in_the_put_leaves_nothing_torn(tmp_path: Path) -> None:

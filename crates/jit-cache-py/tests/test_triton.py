@@ -7,22 +7,19 @@ identity cache."""
 
 from __future__ import annotations
 
-import grp
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 import jit_cache
-from conftest import reachable_by_everyone, redis_cli, require_tool
+from conftest import Team, reachable_by_everyone, redis_cli
 
 if os.environ.get("XTASK_TEST") == "1":
     import triton  # cargo xtask setup installs it: missing, the suite fails
@@ -260,34 +257,18 @@ def _compile_as(user: str, root: Path, home: Path) -> dict:
     return json.loads(text)
 
 
-def test_a_team_root_is_shared_by_two_users(team, tmp_path, monkeypatch):
+def test_a_team_root_is_shared_by_two_users(team: Team, tmp_path, monkeypatch):
     import triton_worker
 
-    group, users = team
     # Warm up this process (every module a compile imports), in Triton's own cache.
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "warm-up"))
     triton.compile(triton_worker.source("add"), target=triton_worker.TARGET)
-    base = Path(tempfile.mkdtemp(prefix="jit-cache-team-"))
-    try:
-        base.chmod(0o755)
-        root = base / "team"
-        root.mkdir()
-        gid = grp.getgrnam(group).gr_gid
-        os.chown(root, 0, gid)
-        root.chmod(0o2770)
-        reports = []
-        for user in users:
-            home = base / user
-            home.mkdir()
-            os.chown(home, pwd.getpwnam(user).pw_uid, gid)
-            reports.append(_compile_as(user, root, home))
-        assert reports[0].get("compiles") == 1, reports[0]
-        assert reports[1].get("compiles") == 0 and reports[1]["hits"] == 1, (
-            f"the second user hits the first one's entry: {reports[1]}"
-        )
-        assert reports[0]["uid"] != reports[1]["uid"]
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    reports = [_compile_as(user, team.root, team.homes[user]) for user in team.users]
+    assert reports[0].get("compiles") == 1, reports[0]
+    assert reports[1].get("compiles") == 0 and reports[1]["hits"] == 1, (
+        f"the second user hits the first one's entry: {reports[1]}"
+    )
+    assert reports[0]["uid"] != reports[1]["uid"]
 
 
 def test_install_answers_triton_key_from_the_identity_cache_and_stays_exact(tmp_path):
