@@ -1,8 +1,8 @@
 """`cargo xtask bench triton` (`benches/triton_cache.py`): jit_cache.triton beside Triton's own FileCacheManager, in one run.
 
 - a warm ``get_group`` per kernel (the manager made and asked, as ``triton.compile`` does on a
-  hit), the first in a process (nothing of this process pinned yet) and a repeated one; goal
-  <= Triton's;
+  hit), the first in a process (nothing of this process pinned yet; goal <= half of Triton's,
+  which only checks that each file exists) and a repeated one;
 - a cold compile of the same 4 kernels (a matmul's four tile shapes, 0.5-1 s each) by 8
   processes started together, each in the same order as the ranks of one job: the compiles
   counted, the CPU of the compile loops summed over the processes (``triton_key()`` included:
@@ -90,11 +90,14 @@ def bench_get_group(work: Path, rounds: int) -> None:
             repeated.append(time.perf_counter_ns() - t0)
             assert got and len(got) == 7
     theirs = statistics.median(file) / 1e3
-    for what, samples in (("first in a process", first), ("repeated", repeated)):
+    for what, samples, goal in (
+        ("first in a process", first, "(goal <= 0.5x)"),
+        ("repeated", repeated, ""),
+    ):
         ours = statistics.median(samples) / 1e3
         print(
             f"warm get_group per kernel, {what:<19} {ours:>9.1f} us  Triton {theirs:>8.1f} us"
-            f"  {ours / theirs:>5.2f}x  (goal <= 1x)"
+            f"  {ours / theirs:>5.2f}x  {goal}"
         )
 
 

@@ -163,7 +163,10 @@ fn read(path: &str) -> Vec<u8> {
 /// pass wipes them.
 struct Built {
     objects: Vec<(String, Vec<u8>)>,
-    deps: Vec<String>,
+    /// `ninja -t deps`, one block per target (its line, then its dependencies in the order the
+    /// dependency file gave them), sorted by target: ninja lists targets in the order their
+    /// edges finished, which parallel jobs race for.
+    deps: Vec<Vec<String>>,
     commands: Vec<String>,
     up_to_date: bool,
 }
@@ -178,7 +181,7 @@ impl Built {
                     (path, bytes)
                 })
                 .collect(),
-            deps: strings(&report["deps"]),
+            deps: deps_by_target(strings(&report["deps"])),
             commands: strings(&report["commands"])
                 .into_iter()
                 .map(|c| c.trim().to_string())
@@ -186,6 +189,22 @@ impl Built {
             up_to_date: report["up_to_date"] == Value::Bool(true),
         }
     }
+}
+
+/// The lines of `ninja -t deps` as blocks, one per target, sorted by target.
+fn deps_by_target(lines: Vec<String>) -> Vec<Vec<String>> {
+    let mut blocks: Vec<Vec<String>> = Vec::new();
+    for line in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match blocks.last_mut() {
+            Some(block) if line.starts_with(char::is_whitespace) => block.push(line),
+            _ => blocks.push(vec![line]),
+        }
+    }
+    blocks.sort();
+    blocks
 }
 
 /// Asserts the launcher's build matches the reference: the same nvcc commands behind the

@@ -11,6 +11,7 @@ pub(crate) mod grace;
 pub(crate) mod host;
 pub(crate) mod redact;
 pub(crate) mod scan;
+pub(crate) mod stamp;
 pub(crate) mod sync;
 pub(crate) mod unproven;
 pub(crate) mod words;

@@ -6,10 +6,10 @@
 //! own search rules (`search.rs`); this module stores and checks them. Project headers and every
 //! absence are checked on every hit; toolkit and installed headers once per process.
 
+use crate::base::stamp::Settling;
+pub(crate) use crate::base::stamp::{Look, StatStamp};
 use crate::build::search::{join, Base, SearchPath};
 use crate::build::source_bound::SourceBinding;
-use crate::build::stamp::Settling;
-pub(crate) use crate::build::stamp::{Look, StatStamp};
 use crate::error::Result;
 use fingerprint::{Digest, StatCache};
 use std::collections::HashSet;

@@ -22,14 +22,14 @@
 //! after the compile, so a file that appeared behind the compiler's back is seen then.
 
 use crate::base::scan::{scan_all, Directive};
+pub(crate) use crate::base::stamp::Instant;
+use crate::base::stamp::Settling;
 use crate::base::unproven::Unproven;
 use crate::build::headers::{hash_with_stamp, AbsenceGroup, HeaderRecord, Inputs};
 use crate::build::observed::Seen;
 use crate::build::request::SourceRef;
 use crate::build::search::{join, parent_rel, Base, Canonical, ChainDir, SearchPath};
 use crate::build::source_bound::PathTokens;
-pub(crate) use crate::build::stamp::Instant;
-use crate::build::stamp::{coarse_now, Settling};
 use crate::error::{Error, Result};
 use fingerprint::StatCache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,7 +46,7 @@ const MAX_WALK_FILES: usize = 10_000;
 /// than the coarse clock's reading at the time, and the coarse clock's next value (the tick's
 /// nominal time) may still be earlier than that ctime when the tick is handled late (a VM).
 pub(crate) fn asked_now() -> Instant {
-    Instant::now(rustix::time::ClockId::Realtime)
+    crate::base::stamp::fine_now()
 }
 
 /// The start of a compile asked for at `asked` ([`asked_now`]): a value of the coarse clock
@@ -64,14 +64,7 @@ pub(crate) fn asked_now() -> Instant {
 /// change look older than it is (missed here) or newer (one more compile, then an uncached
 /// answer). The content checks around it still hold.
 pub(crate) fn compile_start(asked: Instant) -> Instant {
-    loop {
-        let tick = coarse_now();
-        if tick > asked {
-            return tick;
-        }
-        // Waiting for the clock to move, not for another thread or process.
-        std::thread::sleep(std::time::Duration::from_micros(250));
-    }
+    crate::base::stamp::coarse_past(asked)
 }
 
 /// Whether `path` was changed at or after `since` (or cannot be looked at any more).

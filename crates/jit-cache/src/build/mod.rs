@@ -3,7 +3,7 @@
 //! compile read and where it looked). It uses `base` and `storage` (an entry is a directory
 //! that storage pins); nothing here publishes, and nothing knows the store or the fleet.
 //!
-//! # The include model (`search.rs`, `scan.rs`, `inputs.rs`, `headers.rs`, `stamp.rs`)
+//! # The include model (`search.rs`, `scan.rs`, `inputs.rs`, `headers.rs`, `base/stamp.rs`)
 //! nvcc preprocesses with the host compiler, so GCC's rules decide what is read. `search.rs` builds
 //! the chains as GCC's `merge_include_chains` does: the quote chain (`-iquote`), the bracket chain
 //! (`-I`, `CPATH`, then nvcc's toolkit `include`), the system chain (`-isystem`,
@@ -46,7 +46,7 @@
 //!   for, one tick at most, unless preparing the key took that long), so that a file written just
 //!   before (a JIT library writes its kernel, then builds it) is not taken for an edit during the
 //!   compile.
-//! - **Settled stamps** (`stamp.rs`): each header and absence directory is recorded with its stat
+//! - **Settled stamps** (`base/stamp.rs`): each header and absence directory is recorded with its stat
 //!   tuple when no later write could leave that tuple unchanged: on a local filesystem with
 //!   nanosecond timestamps (ext4, XFS, btrfs, tmpfs, ZFS, f2fs, overlayfs) when its mtime and ctime
 //!   precede a reading of the coarse clock taken before the walk read anything (a write after it
@@ -118,5 +118,4 @@ pub(crate) mod search;
 pub(crate) mod single_flight;
 pub(crate) mod source_bound;
 pub(crate) mod spec;
-pub(crate) mod stamp;
 pub(crate) mod toolchain;

@@ -3,6 +3,7 @@
 
 use super::address::{Address, Namespace};
 use crate::base::fstype::Protocol;
+use crate::base::stamp::StatStamp;
 use crate::error::{Error, Result};
 use crate::storage::pin::{
     claim_across_hosts, is_plain_name, lock_dir, read_at, read_at_most, still_names,
@@ -37,10 +38,50 @@ pub(crate) struct StoredMeta {
     pub(crate) files: Vec<StoredFile>,
     pub(crate) created_unix_ms: u64,
     pub(crate) host: String,
+    /// The files' stat stamps when their digests were taken, each recorded only when settled
+    /// (`base::stamp`), on a private root under the local protocol: an open that finds a file
+    /// with the very same stamp trusts its digest without reading it. Absent in entries from
+    /// earlier releases (each file is then read and hashed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) stamps: Vec<FileStamp>,
+}
+
+/// A stored file's settled stat stamp at its entry's commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FileStamp {
+    pub(crate) name: String,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) ctime_ns: i64,
+}
+
+impl FileStamp {
+    pub(crate) fn new(name: &str, stamp: &StatStamp) -> FileStamp {
+        FileStamp {
+            name: name.to_string(),
+            dev: stamp.dev,
+            ino: stamp.ino,
+            size: stamp.size,
+            mtime_ns: stamp.mtime_ns,
+            ctime_ns: stamp.ctime_ns,
+        }
+    }
+
+    /// Whether `now` is this very stamp: the same file, unchanged since its digest was taken.
+    fn is(&self, now: &StatStamp) -> bool {
+        (self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns)
+            == (now.dev, now.ino, now.size, now.mtime_ns, now.ctime_ns)
+    }
 }
 
 impl StoredMeta {
-    pub(crate) fn new(address: &Address, files: Vec<StoredFile>) -> StoredMeta {
+    pub(crate) fn new(
+        address: &Address,
+        files: Vec<StoredFile>,
+        stamps: Vec<FileStamp>,
+    ) -> StoredMeta {
         StoredMeta {
             format: STORE_FORMAT,
             kind: STORED_KIND.to_string(),
@@ -50,7 +91,20 @@ impl StoredMeta {
             files,
             created_unix_ms: crate::base::host::now_ms(),
             host: crate::base::host::name(),
+            stamps,
         }
+    }
+
+    /// Whether `file` still has the stamp recorded when its digest was taken, and the size
+    /// recorded beside its digest.
+    fn unchanged_since_commit(&self, dir: &OwnedFd, file: &StoredFile) -> bool {
+        self.stamps
+            .iter()
+            .find(|s| s.name == file.name)
+            .is_some_and(|recorded| {
+                StatStamp::at(dir, &file.name)
+                    .is_some_and(|now| recorded.is(&now) && now.size == file.size)
+            })
     }
 
     /// The bytes of every file.
@@ -207,6 +261,10 @@ fn open_checked(
         Err(e) if e.raw_os_error() == Some(libc::ESTALE) => Err(Unusable::Absent),
         Err(e) => Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
     };
+    // A use on a root no other host shares may trust a settled stamp; a look (`verify`) reads
+    // and hashes every file, and under the shared protocol another host's writes carry another
+    // clock's timestamps.
+    let trust_stamps = matches!(last_use, LastUse::Refresh(protocol) if !protocol.hosts_share());
     // The last-use stamp (on `meta.json`) is refreshed before the path check under the shared
     // protocol, as for kernels (`entry.rs`): another host's eviction looks at it twice.
     let shared = last_use.pins_across_hosts();
@@ -231,6 +289,9 @@ fn open_checked(
                 "{META_FILE} names file {:?}",
                 file.name
             )));
+        }
+        if trust_stamps && meta.unchanged_since_commit(&fd, file) {
+            continue;
         }
         let bytes = read_at_most(&fd, &file.name, file.size)
             .map_err(|e| Unusable::Corrupt(format!("`{}` unreadable: {e}", file.name)))?;

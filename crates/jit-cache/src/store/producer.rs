@@ -2,14 +2,18 @@
 //! durable rename or dropped with nothing published.
 
 use super::address::{stored_variant, truncated, Address};
-use super::entry::{self, check_name, unusable_reason, StoredEntry, StoredFile, StoredMeta};
+use super::entry::{
+    self, check_name, unusable_reason, FileStamp, StoredEntry, StoredFile, StoredMeta,
+};
 use super::turns::{Turn, TurnKey};
 use crate::base::event_log::Event;
 use crate::base::fstype::Protocol;
+use crate::base::stamp::{coarse_past, fine_now, Settling, StatStamp};
 use crate::error::{Error, Result};
 use crate::storage::hooks::Failpoint;
 use crate::storage::hooks::KeyGuard;
 use crate::storage::layout::Layout;
+use crate::storage::layout::RootMode;
 use crate::storage::pin::Unusable;
 use crate::storage::publish::{self, Points, Publishable, Published, Target};
 use crate::storage::staging::Staging;
@@ -135,8 +139,8 @@ impl Producer {
                 )),
             ));
         }
-        let files = self.staged_files()?;
-        let meta = StoredMeta::new(&self.parts.address, files);
+        let (files, stamps) = self.staged_files()?;
+        let meta = StoredMeta::new(&self.parts.address, files, stamps);
         let Parts {
             layout,
             remote,
@@ -192,11 +196,20 @@ impl Producer {
         Ok(entry)
     }
 
-    /// The staged files, checked and digested, sorted by name.
-    fn staged_files(&self) -> Result<Vec<StoredFile>> {
+    /// The staged files, checked and digested, sorted by name; and the stamps of those whose
+    /// stamps are settled, where later opens may trust them (a private root under the local
+    /// protocol: a team root's files are made the group's after this, which changes their
+    /// ctime, and another host's clock is not this one's).
+    fn staged_files(&self) -> Result<(Vec<StoredFile>, Vec<FileStamp>)> {
         let (dir, shown) = (self.parts.staging.path(), self.parts.staging.shown());
+        let layout = &self.parts.layout;
+        // A reading of the coarse clock past every write so far (at most one tick's wait): the
+        // stamps of files written just before the commit, as JITs do, are settled too.
+        let mut settling = (layout.mode == RootMode::Private && !layout.protocol.hosts_share())
+            .then(|| Settling::at(coarse_past(fine_now())));
         let listing = std::fs::read_dir(dir).map_err(|e| Error::io("list staging", shown, e))?;
         let mut files = Vec::new();
+        let mut stamps = Vec::new();
         for item in listing {
             let item = item.map_err(|e| Error::io("list staging", shown, e))?;
             let path = item.path();
@@ -217,8 +230,18 @@ impl Producer {
                     reason: "a stored entry holds regular files only",
                 });
             }
-            let bytes =
-                std::fs::read(&path).map_err(|e| Error::io("read stored file", &path, e))?;
+            let mut file =
+                std::fs::File::open(&path).map_err(|e| Error::io("read stored file", &path, e))?;
+            // Stamped before it is read: a write after the clock's reading gives another stamp.
+            let stamp = StatStamp::of_fd(&file);
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes)
+                .map_err(|e| Error::io("read stored file", &path, e))?;
+            if let (Some(settling), Some(stamp)) = (settling.as_mut(), stamp) {
+                if stamp.size == bytes.len() as u64 && settling.settled(&path, &stamp) {
+                    stamps.push(FileStamp::new(&name, &stamp));
+                }
+            }
             files.push(StoredFile {
                 name,
                 size: bytes.len() as u64,
@@ -226,7 +249,8 @@ impl Producer {
             });
         }
         files.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(files)
+        stamps.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok((files, stamps))
     }
 }
 

@@ -338,6 +338,138 @@ fn a_team_root_gives_every_stored_file_to_the_group() {
             .mode();
         assert_eq!(mode & 0o777, 0o660, "{file}");
     }
+    // The files were made the group's after their digests were taken (a new ctime): no stamp
+    // is recorded, and every open reads and hashes them.
+    assert!(
+        meta_of(&entry).get("stamps").is_none(),
+        "{}",
+        meta_of(&entry)
+    );
+}
+
+/// An entry's `meta.json`, parsed.
+fn meta_of(entry: &StoredEntry) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(entry.dir().join("meta.json")).expect("read meta"))
+        .expect("meta.json is JSON")
+}
+
+/// Produces `k` with one file, `a.cubin`, and returns its path and `meta.json`'s, checking that
+/// the commit recorded the file's settled stamp (the commit waits for the clock's next tick, so
+/// a file written just before it is settled too).
+fn produce_stamped(store: &Store) -> (std::path::PathBuf, std::path::PathBuf) {
+    let entry = store
+        .get_or_insert_with(&ns("triton"), "k", WAIT, |dir| {
+            std::fs::write(dir.join("a.cubin"), b"good bytes")
+        })
+        .expect("entry");
+    let meta = meta_of(&entry);
+    assert_eq!(
+        meta["stamps"][0]["name"], "a.cubin",
+        "a stamp recorded: {meta}"
+    );
+    let paths = (
+        entry.path("a.cubin").expect("path"),
+        entry.dir().join("meta.json"),
+    );
+    drop(entry);
+    paths
+}
+
+/// Writes `bytes` over `path` in place, then sets its mtime back as it was: only the ctime tells.
+fn rewrite_keeping_mtime(path: &Path, bytes: &[u8]) {
+    let mtime = std::fs::metadata(path)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::write(path, bytes).expect("rewrite");
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .expect("open")
+        .set_times(std::fs::FileTimes::new().set_modified(mtime))
+        .expect("set mtime");
+    assert_eq!(
+        std::fs::metadata(path)
+            .expect("stat")
+            .modified()
+            .expect("mtime"),
+        mtime
+    );
+}
+
+#[test]
+fn a_stored_file_rewritten_with_its_size_and_mtime_kept_is_read_again_not_trusted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("cache")).expect("open store");
+    let (path, _) = produce_stamped(&store);
+    assert!(
+        store.get(&ns("triton"), "k").expect("get").is_some(),
+        "whole"
+    );
+    rewrite_keeping_mtime(&path, b"evil bytes");
+    assert!(
+        matches!(
+            store.lookup(&ns("triton"), "k").expect("lookup"),
+            Lookup::Damaged(_)
+        ),
+        "the file's new ctime sends it to be read and hashed again"
+    );
+}
+
+#[test]
+fn verify_and_read_hash_a_stored_file_whose_stamp_still_matches() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("cache");
+    let store = Store::open(&root).expect("open store");
+    let (path, meta_path) = produce_stamped(&store);
+    // A change the stamp cannot see (a write in the same clock tick as the stamp, which the
+    // settled rule rules out at the commit), made here by recording the changed file's stamp.
+    rewrite_keeping_mtime(&path, b"evil bytes");
+    let st = std::fs::metadata(&path).expect("stat");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).expect("read meta")).expect("json");
+    meta["stamps"][0]["ctime_ns"] = (st.ctime() * 1_000_000_000 + st.ctime_nsec()).into();
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).expect("json")).expect("write meta");
+    let trusted = store
+        .get(&ns("triton"), "k")
+        .expect("get")
+        .expect("an open trusts a matching stamp");
+    assert!(
+        trusted.read("a.cubin").is_err(),
+        "reading through the entry checks the digest again"
+    );
+    drop(trusted);
+    let report = Cache::open(&root)
+        .expect("open cache")
+        .verify()
+        .expect("verify");
+    assert_eq!(
+        report.corrupt.len(),
+        1,
+        "verify reads and hashes every file: {report:?}"
+    );
+}
+
+#[test]
+fn a_root_other_hosts_share_records_no_stamps() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open_with(
+        dir.path().join("cache"),
+        jit_cache::store::StoreOptions::default().sharing(jit_cache::Sharing::Shared),
+    )
+    .expect("open store");
+    let entry = store
+        .get_or_insert_with(&ns("triton"), "k", WAIT, |dir| {
+            std::fs::write(dir.join("a.cubin"), b"cubin")
+        })
+        .expect("entry");
+    assert!(
+        meta_of(&entry).get("stamps").is_none(),
+        "{}",
+        meta_of(&entry)
+    );
 }
 
 /// The role a re-executed test binary plays, and its arguments.

@@ -52,6 +52,27 @@ pub(crate) fn coarse_now() -> Instant {
     Instant::now(rustix::time::ClockId::RealtimeCoarse)
 }
 
+/// Now, on the fine realtime clock: every file written before this call has a ctime at or before
+/// the value returned (with multigrain timestamps, Linux 6.13+, a ctime may be finer than, and
+/// past, the coarse clock's reading).
+pub(crate) fn fine_now() -> Instant {
+    Instant::now(rustix::time::ClockId::Realtime)
+}
+
+/// A reading of the coarse clock past `after` (a [`fine_now`] reading): a file changed after the
+/// return has a ctime at or after the value, one changed before `after` an earlier ctime. Waits
+/// for the clock's next tick (1 to 10 ms by the kernel's HZ) when it has not moved past yet.
+pub(crate) fn coarse_past(after: Instant) -> Instant {
+    loop {
+        let tick = coarse_now();
+        if tick > after {
+            return tick;
+        }
+        // Waiting for the clock to move, not for another thread or process.
+        std::thread::sleep(std::time::Duration::from_micros(250));
+    }
+}
+
 /// A file's identity for revalidation: device, inode, size, mtime and ctime in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StatStamp {
@@ -97,14 +118,28 @@ impl Look {
 impl StatStamp {
     /// Stats `path` (following symlinks, as the compiler did).
     pub(crate) fn of(path: &Path) -> Option<StatStamp> {
-        let st = rustix::fs::stat(path).ok()?;
-        Some(StatStamp {
+        Some(StatStamp::from_stat(&rustix::fs::stat(path).ok()?))
+    }
+
+    /// Stats the entry `name` of the directory `dir` (not following a symlink).
+    pub(crate) fn at(dir: &impl rustix::fd::AsFd, name: &str) -> Option<StatStamp> {
+        let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        Some(StatStamp::from_stat(&st))
+    }
+
+    /// The stamp of an open file.
+    pub(crate) fn of_fd(fd: &impl rustix::fd::AsFd) -> Option<StatStamp> {
+        Some(StatStamp::from_stat(&rustix::fs::fstat(fd).ok()?))
+    }
+
+    fn from_stat(st: &rustix::fs::Stat) -> StatStamp {
+        StatStamp {
             dev: st.st_dev,
             ino: st.st_ino,
             size: st.st_size as u64,
-            mtime_ns: st.st_mtime as i64 * NS_PER_S + st.st_mtime_nsec as i64,
-            ctime_ns: st.st_ctime as i64 * NS_PER_S + st.st_ctime_nsec as i64,
-        })
+            mtime_ns: st.st_mtime * NS_PER_S + st.st_mtime_nsec as i64,
+            ctime_ns: st.st_ctime * NS_PER_S + st.st_ctime_nsec as i64,
+        }
     }
 
     /// Like [`StatStamp::of`], with the attributes the file's server holds now (`statx` with
@@ -152,8 +187,13 @@ pub(crate) struct Settling {
 impl Settling {
     /// Reads the coarse clock: make it *before* the files whose stamps it judges are read.
     pub(crate) fn start() -> Settling {
+        Settling::at(coarse_now())
+    }
+
+    /// Judges by the coarse clock's reading `started`, made before the files are read.
+    pub(crate) fn at(started: Instant) -> Settling {
         Settling {
-            started: coarse_now().as_nanos(),
+            started: started.as_nanos(),
             kernel_clock: HashMap::new(),
         }
     }
