@@ -12,7 +12,7 @@
 //!    fsync the parent (all inside `durable_fs::StagingDir::commit_noreplace`);
 //! 7. record the slot's manifest, prune old variants, release the lock.
 
-use crate::base::unproven::Unproven;
+use crate::base::unproven::{NotCached, Unproven};
 use crate::build::answer::{Answer, Outcome};
 use crate::build::compile::{compile, private_copy, Compiled, NotCompiled};
 use crate::build::entry::{self, Meta, Unusable};
@@ -44,20 +44,20 @@ pub(crate) fn lookup_or_build(
     asked: Instant,
 ) -> Result<Built> {
     let spec = &request.spec;
+    // The cache could not be used or failed: the compile's own answer, counted and warned.
+    let uncached = |why: NotCached, what: String| {
+        let warning = format!(
+            "cache at {} {what}; compiled `{}` uncached",
+            cx.root.display(),
+            spec.name
+        );
+        cx.counters
+            .count(crate::storage::counters::Event::NotCached(why));
+        build_uncached(request, toolchain, warning, asked).map(Built::Answer)
+    };
     let layout = match &cx.layout {
         Ok(layout) => layout,
-        Err(why) => {
-            let warning = format!(
-                "cache at {} is unusable ({why}); compiled `{}` uncached",
-                cx.root.display(),
-                spec.name
-            );
-            cx.counters
-                .count(crate::storage::counters::Event::NotCached(
-                    crate::base::unproven::NotCached::CacheUnusable,
-                ));
-            return build_uncached(request, toolchain, warning, asked).map(Built::Answer);
-        }
+        Err(why) => return uncached(NotCached::CacheUnusable, format!("is unusable ({why})")),
     };
     let first = cx.lookup(layout, prepared, spec.kind);
     if let Some((meta, artifact)) = first.hit {
@@ -66,18 +66,7 @@ pub(crate) fn lookup_or_build(
     if let Some(failure) = cx.recorded_failure(layout, prepared) {
         return Err(Error::Compile(Arc::new(failure)));
     }
-    let fallback = |reason: String| {
-        let warning = format!(
-            "cache at {} failed ({reason}); compiled `{}` uncached",
-            cx.root.display(),
-            spec.name
-        );
-        cx.counters
-            .count(crate::storage::counters::Event::NotCached(
-                crate::base::unproven::NotCached::CacheFailed,
-            ));
-        build_uncached(request, toolchain, warning, asked).map(Built::Answer)
-    };
+    let fallback = |reason: String| uncached(NotCached::CacheFailed, format!("failed ({reason})"));
     match locked_build(cx, layout, request, toolchain, prepared, asked) {
         Err(e) if e.is_storage() => fallback(e.to_string()),
         // The compiler could not write into the cache's filesystem (full, failing): compile

@@ -151,15 +151,20 @@ fn refresh_last_use(dir: &OwnedFd, artifact: &str) {
     }
 }
 
-/// Reads a whole file relative to a directory descriptor, never following a symlink.
-pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
-    let fd = rustix::fs::openat(
+/// Opens the file `name` of `dir` for reading, never following a symlink.
+fn open_file_at(dir: &OwnedFd, name: &str) -> std::io::Result<std::fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(std::fs::File::from(rustix::fs::openat(
         dir,
         name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        flags,
         Mode::empty(),
-    )?;
-    let mut file = std::fs::File::from(fd);
+    )?))
+}
+
+/// Reads a whole file relative to a directory descriptor, never following a symlink.
+pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
+    let mut file = open_file_at(dir, name)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
@@ -175,13 +180,7 @@ pub(crate) fn stream_at(
     name: &str,
     mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<(u64, fingerprint::Digest)> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut file = std::fs::File::from(fd);
+    let mut file = open_file_at(dir, name)?;
     let mut hasher = blake3::Hasher::new();
     let mut piece = vec![0u8; STREAM_PIECE];
     let mut size = 0u64;
@@ -206,13 +205,7 @@ const PREALLOCATE_AT_MOST: u64 = 1 << 20;
 /// `limit + 1` (the caller's size check then refuses them). No `fstat`: a reader that knows the
 /// size from `meta.json` spends an open, reads until end of file and a close per file.
 pub(crate) fn read_at_most(dir: &OwnedFd, name: &str, limit: u64) -> std::io::Result<Vec<u8>> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let file = std::fs::File::from(fd);
+    let file = open_file_at(dir, name)?;
     // `limit` comes from `meta.json`, which may lie: reserve no more than a small read needs,
     // and let the buffer grow with what the file really holds.
     let reserve = usize::try_from(limit.min(PREALLOCATE_AT_MOST)).unwrap_or(0);
