@@ -218,7 +218,9 @@ fn check_file(file: &StoredFile, bytes: &[u8]) -> std::result::Result<(), String
 }
 
 /// Opens the stored entry at `address`, pins it, and checks `meta.json` and every file's size
-/// and digest: a reader sees the entry whole or not at all.
+/// and digest (a file whose settled stamp from the commit is unchanged was hashed then and not
+/// written since: it is not read again, on a root no other host shares): a reader sees the
+/// entry whole or not at all.
 pub(crate) fn open(
     address: &Address,
     protocol: Protocol,
