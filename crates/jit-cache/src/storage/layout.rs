@@ -348,6 +348,18 @@ impl Layout {
     /// Opens `name` in a subdirectory for appending (relative to its descriptor, never through
     /// a symlink), creating it when missing: in a team root with mode 0660 whatever the umask,
     /// so that every member can append to it.
+    /// Appends `line` and its newline to the log `name` with one `write`: under `O_APPEND` each
+    /// lands whole after the others, whereas `writeln!` writes the pieces of its format apart,
+    /// and another process's line can land between them. A log is best effort: a line that
+    /// cannot be written is lost, never an error.
+    pub(crate) fn append_line(&self, sub: Subdir, name: &str, mut line: String) {
+        use std::io::Write;
+        line.push('\n');
+        if let Ok(mut file) = self.open_append(sub, name) {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+
     pub(crate) fn open_append(&self, sub: Subdir, name: &str) -> std::io::Result<std::fs::File> {
         if self.mode == RootMode::Team {
             self.create_team_file(sub, Path::new(name))?;
@@ -437,16 +449,13 @@ impl Layout {
 
     /// Appends one line to the event log: publications only (a hit never writes).
     pub(crate) fn log_event(&self, event: crate::base::event_log::Event, name: &str, ms: u64) {
-        use std::io::Write;
         let record = crate::base::event_log::Record {
             at_ms: crate::base::host::now_ms(),
             event,
             name: name.to_string(),
             compile_ms: ms,
         };
-        if let Ok(mut file) = self.open_append(Subdir::State, "events.log") {
-            let _ = writeln!(file, "{}", record.line());
-        }
+        self.append_line(Subdir::State, "events.log", record.line());
     }
 
     pub(crate) fn dir_mode(&self) -> u32 {
@@ -792,5 +801,40 @@ mod tests {
             "nothing was made where the link pointed"
         );
         Layout::open(&root, RootMode::Private).expect("the repaired root opens");
+    }
+}
+
+#[cfg(test)]
+mod event_log_tests {
+    use super::*;
+    use crate::base::event_log::{Event, Record};
+
+    #[test]
+    fn every_event_line_is_whole_when_many_writers_append_at_once() {
+        const WRITERS: usize = 8;
+        const EVENTS: usize = 400;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("cache");
+        std::fs::create_dir(&root).expect("mkdir");
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let layout = Layout::open(&root, RootMode::Private).expect("open the root");
+        std::thread::scope(|scope| {
+            for writer in 0..WRITERS {
+                let layout = &layout;
+                scope.spawn(move || {
+                    for i in 0..EVENTS {
+                        layout.log_event(Event::Build, &format!("kernel-{writer}-{i}"), 7);
+                    }
+                });
+            }
+        });
+        let log = std::fs::read_to_string(layout.dir(Subdir::State).join("events.log"))
+            .expect("read the event log");
+        let torn: Vec<&str> = log
+            .lines()
+            .filter(|line| Record::parse(line).is_none())
+            .collect();
+        assert!(torn.is_empty(), "torn lines: {:?}", &torn[..torn.len().min(5)]);
+        assert_eq!(log.lines().count(), WRITERS * EVENTS, "one line per event");
     }
 }

@@ -518,11 +518,9 @@ impl Remote {
 pub(crate) const LOG_FILE: &str = "remote.log";
 
 fn append(layout: &crate::storage::layout::Layout, event: Event) {
-    use std::io::Write;
     let (counted, n) = event.parts();
-    if let Ok(mut file) = layout.open_append(crate::storage::layout::Subdir::State, LOG_FILE) {
-        let _ = writeln!(file, "{} {counted} {n}", crate::base::host::now_ms());
-    }
+    let line = format!("{} {counted} {n}", crate::base::host::now_ms());
+    layout.append_line(crate::storage::layout::Subdir::State, LOG_FILE, line);
 }
 
 fn is_write(op: &str) -> bool {
