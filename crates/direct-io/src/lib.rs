@@ -7,7 +7,8 @@
 //! chosen automatically with the reason recorded) streams lists of ranges through a ring of
 //! slot buffers into a [`Sink`], such as [`HostSink`] or, with feature `cuda`, `CudaSink`.
 //! [`Checkpoint`] validates safetensors headers (one file or a sharded index) and loads the
-//! tensors into a sink.
+//! tensors into a sink. [`DirectFile::clone_range_to`] shares a range's extents with another
+//! file instead of reading it (`FICLONERANGE`, on xfs and btrfs), and says when it cannot.
 //!
 //! # Guarantees
 //! - End of file is never a failed read: `read_at` returns fewer bytes (0 at or past the end);
@@ -61,6 +62,7 @@
 mod aligned;
 mod cache;
 mod checkpoint;
+mod clone;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod engine;
@@ -77,6 +79,7 @@ mod uring;
 pub use aligned::AlignedBuf;
 pub use cache::{page_cache_residency, page_cache_residency_of, CachePolicy, Residency};
 pub use checkpoint::{Checkpoint, LoadReport};
+pub use clone::Cloned;
 #[cfg(feature = "cuda")]
 pub use cuda::{cuda_driver_available, CudaSink};
 pub use engine::{Engine, EngineChoice, EngineConfig, EngineKind, EngineReason};

@@ -126,6 +126,26 @@ pub fn run_or_skip<R: Send>(kind: FsKind, f: impl FnOnce(&Path) -> R + Send) -> 
 ///
 /// A panic inside `f` is propagated after the mount is gone.
 pub fn with_fs<R: Send>(kind: FsKind, f: impl FnOnce(&Path) -> R + Send) -> Result<R, Skipped> {
+    mounted(kind, None, f)
+}
+
+/// Like [`with_fs`], for benchmarks: the filesystem is `size_mib` MiB (a sparse image), and its
+/// loop device reads and writes the image with direct I/O, so that a file dropped from the
+/// filesystem's page cache is read from the disk again, not from the host's cache of the image.
+/// A tmpfs is `size_mib` MiB of memory.
+pub fn with_sized_fs<R: Send>(
+    kind: FsKind,
+    size_mib: u64,
+    f: impl FnOnce(&Path) -> R + Send,
+) -> Result<R, Skipped> {
+    mounted(kind, Some(size_mib), f)
+}
+
+fn mounted<R: Send>(
+    kind: FsKind,
+    size_mib: Option<u64>,
+    f: impl FnOnce(&Path) -> R + Send,
+) -> Result<R, Skipped> {
     let skip = |reason: String| Skipped { kind, reason };
     let scratch = tempfile::Builder::new()
         .prefix("fs-testbed-")
@@ -153,7 +173,7 @@ pub fn with_fs<R: Send>(kind: FsKind, f: impl FnOnce(&Path) -> R + Send) -> Resu
     std::thread::scope(|scope| {
         let handle = scope.spawn(|| -> Result<R, Skipped> {
             enter_private_mount_namespace().map_err(skip)?;
-            mount_kind(kind, &image, &mountpoint).map_err(skip)?;
+            mount_kind(kind, size_mib, &image, &mountpoint).map_err(skip)?;
             Ok(f(&mountpoint))
         });
         match handle.join() {
@@ -234,10 +254,20 @@ fn enter_private_mount_namespace() -> Result<(), String> {
         .map_err(|e| format!("enter a private mount namespace (unshare, make / private): {e}"))
 }
 
-fn mount_kind(kind: FsKind, image: &Path, mountpoint: &Path) -> Result<(), String> {
+/// Mounts `kind` at `mountpoint`; `sized`: a benchmark's size in MiB and direct I/O on the image
+/// ([`with_sized_fs`]).
+fn mount_kind(
+    kind: FsKind,
+    sized: Option<u64>,
+    image: &Path,
+    mountpoint: &Path,
+) -> Result<(), String> {
     let (mkfs, size_mib, sector, fstype): (&[&str], u64, Option<u32>, &str) = match kind {
         FsKind::DefaultTmp => return Ok(()),
-        FsKind::Tmpfs => return mount_raw("tmpfs", mountpoint, "tmpfs", "size=64M,mode=0755"),
+        FsKind::Tmpfs => {
+            let data = format!("size={}M,mode=0755", sized.unwrap_or(64));
+            return mount_raw("tmpfs", mountpoint, "tmpfs", &data);
+        }
         FsKind::TinyTmpfs => return mount_raw("tmpfs", mountpoint, "tmpfs", "size=1M,mode=0755"),
         FsKind::Ext4 => (&["mkfs.ext4", "-q", "-F"], 64, None, "ext4"),
         FsKind::Xfs => (&["mkfs.xfs", "-q", "-f"], 320, None, "xfs"),
@@ -251,7 +281,7 @@ fn mount_kind(kind: FsKind, image: &Path, mountpoint: &Path) -> Result<(), Strin
     };
     let file =
         std::fs::File::create(image).map_err(|e| format!("create {}: {e}", image.display()))?;
-    file.set_len(size_mib << 20)
+    file.set_len(sized.unwrap_or(size_mib) << 20)
         .map_err(|e| format!("size {}: {e}", image.display()))?;
     drop(file);
     run_tool(Command::new(mkfs[0]).args(&mkfs[1..]).arg(image))?;
@@ -259,6 +289,9 @@ fn mount_kind(kind: FsKind, image: &Path, mountpoint: &Path) -> Result<(), Strin
     losetup.args(["--find", "--show"]);
     if let Some(sector) = sector {
         losetup.arg("--sector-size").arg(sector.to_string());
+    }
+    if sized.is_some() {
+        losetup.arg("--direct-io=on");
     }
     let device = run_tool(losetup.arg(image))?;
     let device = device.trim().to_string();
@@ -344,5 +377,35 @@ mod tests {
             !mounts.contains("fs-testbed-"),
             "a test mount leaked into the machine namespace"
         );
+    }
+
+    #[test]
+    fn a_sized_filesystem_has_the_size_asked_for_and_its_loop_device_bypasses_the_host_cache() {
+        let seen = with_sized_fs(FsKind::Xfs, 1024, |root| {
+            let mounts = std::fs::read_to_string("/proc/thread-self/mounts").expect("read mounts");
+            let device = mounts
+                .lines()
+                .find(|l| l.split(' ').nth(1) == Some(&*root.to_string_lossy()))
+                .and_then(|l| l.split(' ').next())
+                .expect("the mount is listed")
+                .trim_start_matches("/dev/")
+                .to_string();
+            let dio = std::fs::read_to_string(format!("/sys/block/{device}/loop/dio"))
+                .expect("read the loop device's direct I/O flag");
+            // SAFETY: `statvfs` fills the struct it is given; the path is a valid C string.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            let path = CString::new(root.as_os_str().as_bytes()).expect("no NUL");
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+            (st.f_blocks * st.f_frsize, dio.trim().to_string())
+        });
+        match seen {
+            Ok((bytes, dio)) => {
+                assert!(bytes > 900 << 20 && bytes <= 1024 << 20, "{bytes} bytes");
+                assert_eq!(dio, "1", "the loop device uses direct I/O");
+            }
+            Err(skipped) if skips_are_failures() => panic!("{skipped}"),
+            Err(skipped) => eprintln!("{skipped}"),
+        }
     }
 }

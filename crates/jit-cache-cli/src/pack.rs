@@ -46,14 +46,18 @@ pub(crate) fn run(cli: &Cli, cache: &Cache, command: &PackCommand) -> Result<u8,
                 say!("{}", json!({ "import": report, "pack": file }));
             } else {
                 say!(
-                    "imported {}, present {}, skipped {} of {} entries ({} bytes read, {} flushes)",
+                    "imported {}, present {}, skipped {} of {} entries ({} bytes read, {} bytes shared, {} flushes)",
                     report.imported,
                     report.present,
                     report.skipped.len(),
                     report.entries,
                     report.bytes_read,
+                    report.bytes_shared,
                     report.flushes
                 );
+                if let Some(why) = &report.not_shared {
+                    say!("  files written, not shared: {why}");
+                }
                 for (entry, why) in &report.skipped {
                     say!("  skipped {entry}: {why}");
                 }

@@ -1,6 +1,7 @@
 //! Integration tests of `direct-io`, one module per topic.
 
 mod checkpoint;
+mod clone;
 mod common;
 mod engines;
 mod headers;

@@ -336,7 +336,8 @@ fn heavy_pipelines_flashinfer_jit_hits_every_nvcc_command_after_its_workspace_is
     assert_eq!(
         counter.compiles(),
         2 * units,
-        "on an empty cache each unit compiles once"
+        "on an empty cache each unit compiles once; the compiler ran:\n{}",
+        counter.commands()
     );
     assert_like_reference("cold", &reference, &cold);
 
@@ -345,7 +346,8 @@ fn heavy_pipelines_flashinfer_jit_hits_every_nvcc_command_after_its_workspace_is
     assert_eq!(
         counter.compiles(),
         2 * units,
-        "after the workspace is wiped every nvcc command is a hit: no compile"
+        "after the workspace is wiped every nvcc command is a hit: no compile; the compiler ran:\n{}",
+        counter.commands()
     );
     assert_like_reference("warm", &reference, &warm);
     assert_same_bytes("warm", &cold, &warm);

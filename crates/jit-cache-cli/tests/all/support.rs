@@ -61,6 +61,11 @@ impl CountingCompiler {
             .map(|s| s.lines().count())
             .unwrap_or(0)
     }
+
+    /// Every command the compiler ran, one per line (`<pid> <arguments>`), for a failure's message.
+    pub fn commands(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
 }
 
 pub fn write_executable(path: &Path, text: &str) {

@@ -183,8 +183,9 @@ class ExportReport(TypedDict):
 
 class ImportReport(TypedDict):
     """``Cache.import_pack()``: entries in the pack, published, already present, and skipped
-    because their recorded inputs do not match this host (``[entry, reason]``); flushes made and
-    bytes read."""
+    because their recorded inputs do not match this host (``[entry, reason]``); flushes made,
+    bytes read, bytes of files shared with the pack by cloning its extents rather than written,
+    and why files were written rather than shared (``None`` when none was refused)."""
 
     entries: int
     imported: int
@@ -192,6 +193,8 @@ class ImportReport(TypedDict):
     skipped: List[List[str]]
     flushes: int
     bytes_read: int
+    bytes_shared: int
+    not_shared: Optional[str]
 
 
 class PackEntry(TypedDict):

@@ -305,23 +305,35 @@ impl Index {
     }
 }
 
+/// Checks a chunk's bytes (`bytes`, read from the pack at `base`) for `entries`, which follow
+/// `cursor`: the gaps between entries against zeros, then each entry ([`check_entry`]).
+pub(crate) fn check_chunk(
+    entries: &[IndexEntry],
+    base: u64,
+    mut cursor: u64,
+    bytes: &[u8],
+) -> Result<(), Damage> {
+    for entry in entries {
+        let (from, to) = entry.span();
+        let gap = &bytes[(cursor - base) as usize..(from - base) as usize];
+        check_zeros(cursor, gap, "the gap between entries")?;
+        check_entry(entry, &bytes[(from - base) as usize..(to - base) as usize])?;
+        cursor = to;
+    }
+    Ok(())
+}
+
 /// Checks one entry's span (read from the pack at `entry.span().0`): each file's bytes against
-/// its size and digest, and the padding after each against zeros. Returns each file's bytes.
-pub(crate) fn check_entry<'a>(
-    entry: &'a IndexEntry,
-    span: &'a [u8],
-) -> Result<Vec<(&'a str, &'a [u8])>, Damage> {
+/// its size and digest, and the padding after each against zeros.
+pub(crate) fn check_entry(entry: &IndexEntry, span: &[u8]) -> Result<(), Damage> {
     let (start, _) = entry.span();
-    let mut out = Vec::with_capacity(entry.files.len());
     let mut cursor = start;
-    for file in &entry.files {
+    for (file, bytes) in entry.files.iter().zip(files_of(entry, span)) {
         if file.offset > cursor {
             // The gap between two files of one entry is padding too.
             zeros(entry, span, start, cursor, file.offset)?;
         }
-        let from = (file.offset - start) as usize;
-        let bytes = &span[from..from + file.size as usize];
-        if Digest::of_bytes(bytes) != file.blake3 {
+        if Digest::of_bytes(bytes.1) != file.blake3 {
             return Err(Damage::in_entry(
                 file.offset,
                 entry,
@@ -332,9 +344,22 @@ pub(crate) fn check_entry<'a>(
         cursor = file.offset + file.size;
         zeros(entry, span, start, cursor, file.offset + padded(file.size))?;
         cursor = file.offset + padded(file.size);
-        out.push((file.name.as_str(), bytes));
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Each file of an entry with its bytes in `span` (read from the pack at `entry.span().0`):
+/// the content [`check_entry`] checked.
+pub(crate) fn files_of<'a>(entry: &'a IndexEntry, span: &'a [u8]) -> Vec<(&'a str, &'a [u8])> {
+    let (start, _) = entry.span();
+    entry
+        .files
+        .iter()
+        .map(|file| {
+            let from = (file.offset - start) as usize;
+            (file.name.as_str(), &span[from..from + file.size as usize])
+        })
+        .collect()
 }
 
 fn zeros(entry: &IndexEntry, span: &[u8], start: u64, from: u64, to: u64) -> Result<(), Damage> {

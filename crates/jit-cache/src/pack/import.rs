@@ -8,16 +8,22 @@
 //! trees are renamed with one `durable_fs::StagingBatch` (two flushes), then each passes the
 //! second half, the slot records going into one `durable_fs::Batch` (two more).
 //!
-//! Memory is bounded whatever the pack holds: a chunk is read whole only up to [`CHUNK_BYTES`];
-//! an entry larger than that is streamed alone, [`PIECE`] bytes at a time, each file hashed as
-//! it is read and written straight into its staging directory (`meta.json` and the compiler
-//! record, which the checks read, are also kept, at most [`MAX_META`] bytes each).
+//! A reader thread reads (and, where the filesystem shares extents, first clones: `share.rs`)
+//! and checks the next chunk while this thread publishes the one before; chunks grow from
+//! [`FIRST_CHUNK_BYTES`] so that publishing starts early.
+//!
+//! Memory is bounded whatever the pack holds: a chunk is read whole only up to [`CHUNK_BYTES`]
+//! (two chunks are held at once: the one being read and the one being published); an entry
+//! larger than that is streamed alone, [`PIECE`] bytes at a time, each file hashed as it is read
+//! and written straight into its staging directory (`meta.json` and the compiler record, which
+//! the checks read, are also kept, at most [`MAX_META`] bytes each).
 
 use super::format::refused;
 use super::format::{
-    check_entry, check_zeros, Damage, Header, Index, IndexEntry, PackEntryKind, BLOCK,
+    check_chunk, check_zeros, files_of, Damage, Header, Index, IndexEntry, PackEntryKind, BLOCK,
 };
 use super::report::ImportReport;
+use super::share::{SharedChunk, Sharing};
 use crate::build::compiler_record::RECORD_FILE;
 use crate::build::entry::{variant_of, Meta, META_FILE};
 use crate::build::search::{Base, SearchPath};
@@ -38,6 +44,11 @@ use std::sync::Arc;
 /// few flushes per thousand entries.
 const CHUNK_BYTES: u64 = 64 << 20;
 const CHUNK_ENTRIES: usize = 256;
+
+/// The first chunk's bounds, doubled from chunk to chunk up to the ones above: the first chunk
+/// is read before anything can be published, the next ones while the one before is.
+const FIRST_CHUNK_BYTES: u64 = 8 << 20;
+const FIRST_CHUNK_ENTRIES: usize = 32;
 
 /// The piece a streamed entry, or a long run of padding, is read in (a multiple of [`BLOCK`]).
 const PIECE: u64 = 8 << 20;
@@ -231,6 +242,8 @@ type Files<'a> = Vec<(&'a str, &'a [u8])>;
 struct Item<'a> {
     ready: Ready<'a>,
     staged: Option<Staging>,
+    /// Where its files lie in the pack.
+    entry: &'a IndexEntry,
 }
 
 /// An entry checked and ready to publish.
@@ -246,6 +259,114 @@ enum Ready<'a> {
     },
 }
 
+/// One step of an import: a chunk of entries whose bytes (`base..end`, the gap before the
+/// first entry included) are read with one call, or one entry larger than a chunk, streamed.
+#[derive(Clone, Copy)]
+enum Step {
+    Chunk {
+        first: usize,
+        last: usize,
+        base: u64,
+        end: u64,
+    },
+    Streamed {
+        index: usize,
+        base: u64,
+        end: u64,
+    },
+}
+
+/// The import's steps, in the pack's order.
+fn plan(entries: &[IndexEntry]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut cursor = BLOCK;
+    let mut first = 0;
+    let (mut max_bytes, mut max_entries) = (FIRST_CHUNK_BYTES, FIRST_CHUNK_ENTRIES);
+    while first < entries.len() {
+        let start = entries[first].span().0;
+        let mut last = first;
+        while last + 1 < entries.len()
+            && last + 1 - first < max_entries
+            && entries[last + 1].span().1 - start <= max_bytes
+        {
+            last += 1;
+        }
+        (max_bytes, max_entries) = (
+            (max_bytes * 2).min(CHUNK_BYTES),
+            (max_entries * 2).min(CHUNK_ENTRIES),
+        );
+        let end = entries[last].span().1;
+        // One entry (the rule above adds none past CHUNK_BYTES) larger than a chunk.
+        steps.push(match end - cursor > CHUNK_BYTES {
+            true => Step::Streamed {
+                index: first,
+                base: cursor,
+                end,
+            },
+            false => Step::Chunk {
+                first,
+                last,
+                base: cursor,
+                end,
+            },
+        });
+        cursor = end;
+        first = last + 1;
+    }
+    steps
+}
+
+/// A chunk's bytes, and the private clone they were read from when the filesystem shares
+/// extents (`share.rs`).
+struct Loaded {
+    bytes: Vec<u8>,
+    shared: Option<SharedChunk>,
+}
+
+/// Reads the chunks of `steps` in order, into buffers the importer hands back, and sends each
+/// to the importer: the next chunk is read while the importer checks and publishes the one
+/// before. Stops at the first error (sent) or when the importer stops listening.
+fn read_ahead(
+    pack: &OpenPack,
+    path: &Path,
+    layout: &Layout,
+    steps: &[Step],
+    loaded: std::sync::mpsc::SyncSender<Result<Loaded>>,
+    spare: std::sync::mpsc::Receiver<Vec<u8>>,
+) -> Sharing {
+    let mut sharing = Sharing::default();
+    for step in steps {
+        let Step::Chunk {
+            first,
+            last,
+            base,
+            end,
+        } = *step
+        else {
+            continue;
+        };
+        let mut bytes = spare.try_recv().unwrap_or_default();
+        bytes.clear();
+        bytes.resize((end - base) as usize, 0);
+        let read = sharing
+            .clone_chunk(layout, &pack.file, base, end)
+            .and_then(|shared| {
+                match &shared {
+                    Some(chunk) => chunk.read(&mut bytes)?,
+                    None => read(&pack.file, path, base, &mut bytes)?,
+                }
+                check_chunk(&pack.index.entries[first..=last], base, base, &bytes)
+                    .map_err(|d| refused(path, d))?;
+                Ok(Loaded { bytes, shared })
+            });
+        let failed = read.is_err();
+        if loaded.send(read).is_err() || failed {
+            break;
+        }
+    }
+    sharing
+}
+
 pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
     let pack = OpenPack::open(path)?;
     let layout = cache.usable_layout()?;
@@ -254,89 +375,130 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
         bytes_read: BLOCK + pack.header.file_len - pack.header.index_offset,
         ..ImportReport::default()
     };
-    let mut host = HostCheck::default();
     let entries = &pack.index.entries;
-    let mut cursor = BLOCK;
-    let mut first = 0;
-    while first < entries.len() {
-        // The chunk: entries whose spans follow one another, read with one call.
-        let start = entries[first].span().0;
-        let mut last = first;
-        while last + 1 < entries.len()
-            && last + 1 - first < CHUNK_ENTRIES
-            && entries[last + 1].span().1 - start <= CHUNK_BYTES
-        {
-            last += 1;
-        }
-        let chunk = &entries[first..=last];
-        let end = entries[last].span().1;
-        let base = cursor;
-        if end - base > CHUNK_BYTES {
-            // One entry (the rule above adds none past CHUNK_BYTES), larger than a chunk.
-            let entry = &entries[first];
-            let (from, to) = entry.span();
-            stream_zeros(&pack, path, cursor, from, |at| {
-                Damage::at(at, "the gap between entries is not zero")
-            })?;
-            let staging = layout.new_staging_dir()?;
-            crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportStaging);
-            let streamed = stream_entry(&pack, path, entry, &staging)?;
-            report.bytes_read += end - base;
-            cursor = to;
-            let mut files: Files<'_> = vec![(META_FILE, &streamed.meta_json[..])];
-            if let Some(record) = &streamed.record {
-                files.push((RECORD_FILE, &record[..]));
-            }
-            match classify(cache, entry, files, &mut host).map_err(|d| refused(path, d))? {
-                Ok(ready) => {
-                    if let Ready::Kernel { files, .. } = &ready {
-                        // The record `classify` did not keep is not published either.
-                        if streamed.record.is_some()
-                            && !files.iter().any(|(n, _)| *n == RECORD_FILE)
+    let steps = plan(entries);
+    let pack = &pack;
+    let (cursor, sharing) = std::thread::scope(|scope| -> Result<(u64, Sharing)> {
+        let report = &mut report;
+        // A rendezvous: at most the chunk being read and the one being published are held.
+        let (loaded_tx, loaded) = std::sync::mpsc::sync_channel(0);
+        let (spare, spare_rx) = std::sync::mpsc::channel();
+        let reader = scope.spawn(|| read_ahead(pack, path, layout, &steps, loaded_tx, spare_rx));
+        let mut host = HostCheck::default();
+        let mut cursor = BLOCK;
+        for step in &steps {
+            match *step {
+                Step::Streamed { index, base, end } => {
+                    import_streamed(
+                        cache,
+                        layout,
+                        pack,
+                        path,
+                        &entries[index],
+                        base,
+                        &mut host,
+                        report,
+                    )?;
+                    report.bytes_read += end - base;
+                    cursor = end;
+                }
+                Step::Chunk {
+                    first,
+                    last,
+                    base,
+                    end,
+                } => {
+                    let Loaded { bytes, shared } = loaded.recv().unwrap_or_else(|_| {
+                        Err(Error::io(
+                            "read pack",
+                            path,
+                            std::io::Error::other("the pack's reader stopped"),
+                        ))
+                    })?;
+                    report.bytes_read += end - base;
+                    let mut ready = Vec::with_capacity(last + 1 - first);
+                    for entry in &entries[first..=last] {
+                        // Checked by the reader (`check_chunk`).
+                        let (from, to) = entry.span();
+                        let files =
+                            files_of(entry, &bytes[(from - base) as usize..(to - base) as usize]);
+                        cursor = to;
+                        match classify(cache, entry, files, &mut host)
+                            .map_err(|d| refused(path, d))?
                         {
-                            let record = staging.path().join(RECORD_FILE);
-                            std::fs::remove_file(&record)
-                                .map_err(|e| Error::io("remove imported file", &record, e))?;
+                            Ok(r) => ready.push(Item {
+                                ready: r,
+                                staged: None,
+                                entry,
+                            }),
+                            Err(why) => report.skipped.push((entry.label(), why)),
                         }
                     }
-                    let item = Item {
-                        ready,
-                        staged: Some(staging),
-                    };
-                    publish_chunk(cache, layout, vec![item], &mut report)?;
+                    publish_chunk(cache, layout, ready, shared.as_ref(), report)?;
+                    let _ = spare.send(bytes);
                 }
-                Err(why) => report.skipped.push((entry.label(), why)),
-            }
-            first += 1;
-            continue;
-        }
-        let mut bytes = vec![0u8; (end - base) as usize];
-        read(&pack.file, path, base, &mut bytes)?;
-        report.bytes_read += bytes.len() as u64;
-        let mut ready = Vec::with_capacity(chunk.len());
-        for entry in chunk {
-            let (from, to) = entry.span();
-            let gap = &bytes[(cursor - base) as usize..(from - base) as usize];
-            check_zeros(cursor, gap, "the gap between entries").map_err(|d| refused(path, d))?;
-            let span = &bytes[(from - base) as usize..(to - base) as usize];
-            let files = check_entry(entry, span).map_err(|d| refused(path, d))?;
-            cursor = to;
-            match classify(cache, entry, files, &mut host).map_err(|d| refused(path, d))? {
-                Ok(r) => ready.push(Item {
-                    ready: r,
-                    staged: None,
-                }),
-                Err(why) => report.skipped.push((entry.label(), why)),
             }
         }
-        publish_chunk(cache, layout, ready, &mut report)?;
-        first = last + 1;
-    }
-    stream_zeros(&pack, path, cursor, pack.header.index_offset, |at| {
+        drop(loaded);
+        let sharing = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Ok((cursor, sharing))
+    })?;
+    stream_zeros(pack, path, cursor, pack.header.index_offset, |at| {
         Damage::at(at, "the gap before the index is not zero")
     })?;
     cache.cx.save_stat_cache();
+    report.not_shared = sharing.refused().map(str::to_string);
     Ok(report)
+}
+
+/// Imports one entry larger than a chunk: streamed into its staging directory with every check
+/// (`stream_entry`), then published alone.
+#[allow(clippy::too_many_arguments)]
+fn import_streamed(
+    cache: &Cache,
+    layout: &Layout,
+    pack: &OpenPack,
+    path: &Path,
+    entry: &IndexEntry,
+    cursor: u64,
+    host: &mut HostCheck,
+    report: &mut ImportReport,
+) -> Result<()> {
+    let (from, _) = entry.span();
+    stream_zeros(pack, path, cursor, from, |at| {
+        Damage::at(at, "the gap between entries is not zero")
+    })?;
+    let staging = layout.new_staging_dir()?;
+    crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportStaging);
+    let streamed = stream_entry(pack, path, entry, &staging)?;
+    let mut files: Files<'_> = vec![(META_FILE, &streamed.meta_json[..])];
+    if let Some(record) = &streamed.record {
+        files.push((RECORD_FILE, &record[..]));
+    }
+    match classify(cache, entry, files, host).map_err(|d| refused(path, d))? {
+        Ok(ready) => {
+            if let Ready::Kernel { files, .. } = &ready {
+                // The record `classify` did not keep is not published either.
+                if streamed.record.is_some() && !files.iter().any(|(n, _)| *n == RECORD_FILE) {
+                    let record = staging.path().join(RECORD_FILE);
+                    std::fs::remove_file(&record)
+                        .map_err(|e| Error::io("remove imported file", &record, e))?;
+                }
+            }
+            let item = Item {
+                ready,
+                staged: Some(staging),
+                entry,
+            };
+            publish_chunk(cache, layout, vec![item], None, report)
+        }
+        Err(why) => {
+            report.skipped.push((entry.label(), why));
+            Ok(())
+        }
+    }
 }
 
 /// This host's toolchain, asked for once, when the first kernel needs it.
@@ -559,11 +721,13 @@ enum Pushed {
 }
 
 /// A chunk's entries, kernels and stored entries alike, through both halves of their
-/// publication step around one batched rename, under their keys' locks.
+/// publication step around one batched rename, under their keys' locks. Files not staged yet
+/// are cloned from `shared`, the chunk's checked copy, where they can be (`share.rs`).
 fn publish_chunk(
     cache: &Cache,
     layout: &Layout,
     mut items: Vec<Item<'_>>,
+    shared: Option<&SharedChunk>,
     report: &mut ImportReport,
 ) -> Result<()> {
     if items.is_empty() {
@@ -600,8 +764,12 @@ fn publish_chunk(
     let mut beats = Vec::new();
     let mut pushed = Vec::new();
     for (i, (item, address)) in items.iter_mut().zip(addresses).enumerate() {
-        let Item { ready: r, staged } = item;
-        let r = &*r;
+        let Item {
+            ready: r,
+            staged,
+            entry,
+        } = item;
+        let (r, entry) = (&*r, *entry);
         let (target, whole, files) = match (r, &address) {
             (Ready::Kernel { meta, files }, _) => {
                 let target = layout.entry_dir(&meta.key, &meta.variant);
@@ -634,8 +802,16 @@ fn publish_chunk(
                 crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportStaging);
                 for (name, bytes) in files.iter().filter(|(n, _)| *n != META_FILE) {
                     let path = staging.path().join(name);
-                    std::fs::write(&path, bytes)
-                        .map_err(|e| Error::io("write imported file", &path, e))?;
+                    let in_pack = entry.files.iter().find(|f| f.name == *name);
+                    match (shared, in_pack) {
+                        (Some(chunk), Some(file)) => {
+                            if chunk.write(file, bytes, &path)? {
+                                report.bytes_shared += file.size;
+                            }
+                        }
+                        _ => std::fs::write(&path, bytes)
+                            .map_err(|e| Error::io("write imported file", &path, e))?,
+                    }
                 }
                 staging
             }

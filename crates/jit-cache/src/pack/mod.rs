@@ -28,13 +28,18 @@
 //!   at import.
 //! - A chunk (up to 256 entries or 64 MiB) holds its keys' locks until it is published: a build
 //!   of one of those keys waits that long.
-//! - An import is bound by the filesystem's creation of the entries' files and directories, not
-//!   by the pack's read rate (`cargo xtask bench pack`).
+//! - On xfs and btrfs an import clones the pack's extents into the entries' files
+//!   (`FICLONERANGE`) instead of writing their bytes, from a private clone it checked
+//!   (`share.rs`); on other filesystems it writes them. Either way it is bound by the
+//!   filesystem's creation of the entries' files and directories (a staging directory, three
+//!   files and a rename each), not by the pack's read rate (`cargo xtask bench pack`).
+//! - An entry larger than a chunk (64 MiB) is streamed and its files written, never shared.
 
 mod export;
 mod format;
 mod import;
 mod report;
+mod share;
 
 pub use format::PackEntryKind;
 pub use report::{ExportReport, ImportReport, PackEntry, PackFilter, PackKind};

@@ -103,8 +103,14 @@ pub struct ImportReport {
     pub skipped: Vec<(String, String)>,
     /// `syncfs` or `fsync` calls made by the batched publication of kernels.
     pub flushes: usize,
-    /// Bytes of the pack read.
+    /// Bytes of the pack read (from the pack, or from the importer's private clone of it).
     pub bytes_read: u64,
+    /// Bytes of entries' files shared with the pack by cloning its extents (`FICLONERANGE`)
+    /// rather than written.
+    pub bytes_shared: u64,
+    /// Why files were written rather than shared, when the filesystem refused to share extents
+    /// (ext4, tmpfs, the pack on another filesystem).
+    pub not_shared: Option<String>,
 }
 
 /// One entry of a pack, as [`crate::list_pack`] shows it.

@@ -834,7 +834,11 @@ mod event_log_tests {
             .lines()
             .filter(|line| Record::parse(line).is_none())
             .collect();
-        assert!(torn.is_empty(), "torn lines: {:?}", &torn[..torn.len().min(5)]);
+        assert!(
+            torn.is_empty(),
+            "torn lines: {:?}",
+            &torn[..torn.len().min(5)]
+        );
         assert_eq!(log.lines().count(), WRITERS * EVENTS, "one line per event");
     }
 }

@@ -606,3 +606,94 @@ fn heavy_an_entry_larger_than_a_chunk_is_streamed_with_every_check() {
         "b.bin whole"
     );
 }
+
+/// Issue 33: on xfs and btrfs an import shares the pack's extents (`FICLONERANGE`) rather than
+/// writing the entries' bytes (the filesystem's free space barely moves), checks what it shares
+/// (a byte flipped in a shared file is refused, nothing published), and the entries read back
+/// whole and pass `verify`; on ext4 it writes them and says why.
+#[test]
+fn an_import_shares_the_packs_extents_where_the_filesystem_can_and_says_why_where_not() {
+    use fs_testbed::FsKind;
+    const BIG: usize = 1 << 20;
+    for kind in [FsKind::Xfs, FsKind::Btrfs, FsKind::Ext4] {
+        fs_testbed::run_or_skip(kind, |mount| {
+            let fs = kind.name();
+            let root = mount.join("a");
+            let store = Store::open(&root).expect("open store");
+            let ns = Namespace::new("triton").expect("namespace");
+            let mut made: Made = Vec::new();
+            for i in 0..4u8 {
+                let key = format!("key-{i}");
+                let files = vec![
+                    (
+                        "big.bin".to_string(),
+                        (0..BIG + 100 * i as usize)
+                            .map(|j| (j % 253) as u8 ^ i)
+                            .collect::<Vec<u8>>(),
+                    ),
+                    ("small.json".to_string(), vec![b'{', i, b'}']),
+                ];
+                let Claim::Produce(producer) = store.begin(&ns, &key, WAIT).expect("begin") else {
+                    panic!("{key} was not there yet");
+                };
+                for (name, bytes) in &files {
+                    producer.write(name, bytes).expect("write");
+                }
+                producer.commit().expect("commit");
+                made.push((key, files));
+            }
+            let a = Cache::open(&root).expect("open a");
+            let pack = mount.join("a.pack");
+            a.export_pack(&pack, &PackFilter::default())
+                .expect("export");
+            let big_bytes: u64 = made.iter().map(|(_, f)| f[0].1.len() as u64).sum();
+
+            // A byte flipped inside a shared file: refused, nothing published.
+            let mut flipped = std::fs::read(&pack).expect("read the pack");
+            let at = flipped
+                .windows(64)
+                .position(|w| w == &made[2].1[0].1[1000..1064])
+                .expect("key-2's big file is in the pack")
+                + 10;
+            flipped[at] ^= 1;
+            let damaged = mount.join("damaged.pack");
+            std::fs::write(&damaged, &flipped).expect("write the damaged pack");
+            let b_root = mount.join("b");
+            let b = Cache::open(&b_root).expect("open b");
+            match b.import_pack(&damaged) {
+                Err(Error::Pack { entry, .. }) => assert!(entry.is_some(), "{fs}: names it"),
+                other => panic!("{fs}: a flipped byte was not refused: {other:?}"),
+            }
+            assert!(
+                b.entries().expect("entries").is_empty(),
+                "{fs}: nothing of the damaged chunk was published"
+            );
+
+            let free = || {
+                let _ = rustix::fs::syncfs(std::fs::File::open(mount).expect("open mount"));
+                let s = rustix::fs::statvfs(mount).expect("statvfs");
+                s.f_bfree * s.f_frsize
+            };
+            let before = free();
+            let report = b.import_pack(&pack).expect("import");
+            let used = before.saturating_sub(free());
+            assert_eq!(report.imported, 4, "{fs}: {report:?}");
+            assert_stored(&b_root, &made);
+            let verified = b.verify().expect("verify");
+            assert!(verified.corrupt.is_empty(), "{fs}: {:?}", verified.corrupt);
+            if kind == FsKind::Ext4 {
+                assert_eq!(report.bytes_shared, 0, "{fs}: {report:?}");
+                let why = report.not_shared.as_deref().unwrap_or_default();
+                assert!(why.contains("does not share extents"), "{fs}: {report:?}");
+                assert!(used >= big_bytes, "{fs}: {used} bytes written");
+            } else {
+                assert_eq!(report.bytes_shared, big_bytes, "{fs}: {report:?}");
+                assert_eq!(report.not_shared, None, "{fs}: {report:?}");
+                assert!(
+                    used < big_bytes / 4,
+                    "{fs}: {used} bytes of space used to import {big_bytes} bytes of shared files"
+                );
+            }
+        });
+    }
+}
