@@ -336,8 +336,9 @@ fn heavy_pipelines_flashinfer_jit_hits_every_nvcc_command_after_its_workspace_is
     assert_eq!(
         counter.compiles(),
         2 * units,
-        "on an empty cache each unit compiles once; the compiler ran:\n{}",
-        counter.commands()
+        "on an empty cache each unit compiles once; the compiler ran:\n{}launcher.log:\n{}",
+        counter.commands(),
+        std::fs::read_to_string(cache.join("launcher.log")).unwrap_or_default()
     );
     assert_like_reference("cold", &reference, &cold);
 
@@ -346,8 +347,9 @@ fn heavy_pipelines_flashinfer_jit_hits_every_nvcc_command_after_its_workspace_is
     assert_eq!(
         counter.compiles(),
         2 * units,
-        "after the workspace is wiped every nvcc command is a hit: no compile; the compiler ran:\n{}",
-        counter.commands()
+        "after the workspace is wiped every nvcc command is a hit: no compile; the compiler ran:\n{}launcher.log:\n{}",
+        counter.commands(),
+        std::fs::read_to_string(cache.join("launcher.log")).unwrap_or_default()
     );
     assert_like_reference("warm", &reference, &warm);
     assert_same_bytes("warm", &cold, &warm);
