@@ -23,7 +23,7 @@ use super::format::{
     check_chunk, check_zeros, files_of, Damage, Header, Index, IndexEntry, PackEntryKind, BLOCK,
 };
 use super::report::ImportReport;
-use super::share::{SharedChunk, Sharing};
+use super::share::{SharedChunk, Sharing, Source, SHARE_MIN};
 use crate::build::compiler_record::RECORD_FILE;
 use crate::build::entry::{variant_of, Meta, META_FILE};
 use crate::build::search::{Base, SearchPath};
@@ -126,10 +126,10 @@ fn read(file: &DirectFile, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(
         .map_err(|e| Error::io("read pack", path, e.into()))
 }
 
-/// Checks that the pack holds zeros from `from` to `to`, read [`PIECE`] bytes at a time;
-/// `damage` names the first byte that is not.
+/// Checks that the pack holds zeros from `from` to `to`, read from `src` [`PIECE`] bytes at a
+/// time; `damage` names the first byte that is not.
 fn stream_zeros(
-    pack: &OpenPack,
+    src: Source<'_>,
     path: &Path,
     from: u64,
     to: u64,
@@ -140,7 +140,7 @@ fn stream_zeros(
     while at < to {
         let n = (to - at).min(PIECE);
         piece.resize(n as usize, 0);
-        read(&pack.file, path, at, &mut piece)?;
+        src.read(at, &mut piece)?;
         if let Some(i) = piece.iter().position(|b| *b != 0) {
             return Err(refused(path, damage(at + i as u64)));
         }
@@ -149,34 +149,42 @@ fn stream_zeros(
     Ok(())
 }
 
-/// What the checks of a streamed entry read: its `meta.json` and its compiler record.
+/// What the checks of a streamed entry read: its `meta.json` and its compiler record; and the
+/// bytes of its files that were shared rather than written.
 struct Streamed {
     meta_json: Vec<u8>,
     record: Option<Vec<u8>>,
+    shared: u64,
 }
 
 /// Streams an entry's files from the pack into `staging` (all but `meta.json`, which the
 /// publication step writes), each checked against its digest as it is read, and the padding
-/// after each against zeros: the checks of `check_entry`, a piece at a time.
+/// after each against zeros: the checks of `check_entry`, a piece at a time. With `shared`
+/// (the entry cloned privately: `share.rs`) the pieces are read from that copy, and a large
+/// file, once checked, is cloned from it rather than written as it is read.
 fn stream_entry(
     pack: &OpenPack,
     path: &Path,
     entry: &IndexEntry,
     staging: &Staging,
+    shared: Option<&SharedChunk>,
 ) -> Result<Streamed> {
+    let src = shared.map_or(Source::pack(&pack.file), SharedChunk::source);
     use std::io::Write;
     let damage = |at, why: String| refused(path, Damage::in_entry(at, entry, why));
     let padding = |at| Damage::in_entry(at, entry, "padding after a file is not zero");
     let mut streamed = Streamed {
         meta_json: Vec::new(),
         record: None,
+        shared: 0,
     };
     let mut piece = Vec::new();
     let mut cursor = entry.span().0;
     for file in &entry.files {
         // The gap between two files of one entry is padding too.
-        stream_zeros(pack, path, cursor, file.offset, padding)?;
+        stream_zeros(src, path, cursor, file.offset, padding)?;
         let kept = file.name == META_FILE || file.name == RECORD_FILE;
+        let cloned = shared.filter(|_| !kept && file.size >= SHARE_MIN);
         if kept && file.size > MAX_META {
             return Err(damage(
                 file.offset,
@@ -184,7 +192,7 @@ fn stream_entry(
             ));
         }
         let target = staging.path().join(&file.name);
-        let mut out = match file.name == META_FILE {
+        let mut out = match file.name == META_FILE || cloned.is_some() {
             true => None,
             false => Some(std::io::BufWriter::with_capacity(
                 1 << 20,
@@ -203,7 +211,7 @@ fn stream_entry(
         while at < end {
             let n = (end - at).min(PIECE);
             piece.resize(n as usize, 0);
-            read(&pack.file, path, at, &mut piece)?;
+            src.read(at, &mut piece)?;
             hasher.update(&piece);
             if let Some(out) = &mut out {
                 out.write_all(&piece)
@@ -224,8 +232,13 @@ fn stream_entry(
             out.into_inner()
                 .map_err(|e| Error::io("write imported file", &target, e.into_error()))?;
         }
+        if let Some(chunk) = cloned {
+            if chunk.write_checked(file, &target)? {
+                streamed.shared += file.size;
+            }
+        }
         cursor = file.offset + super::format::padded(file.size);
-        stream_zeros(pack, path, end, cursor, padding)?;
+        stream_zeros(src, path, end, cursor, padding)?;
         match file.name.as_str() {
             META_FILE => streamed.meta_json = memory,
             RECORD_FILE => streamed.record = Some(memory),
@@ -378,13 +391,16 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
     let entries = &pack.index.entries;
     let steps = plan(entries);
     let pack = &pack;
-    let (cursor, sharing) = std::thread::scope(|scope| -> Result<(u64, Sharing)> {
+    let (cursor, not_shared) = std::thread::scope(|scope| -> Result<(u64, Option<String>)> {
         let report = &mut report;
         // A rendezvous: at most the chunk being read and the one being published are held.
         let (loaded_tx, loaded) = std::sync::mpsc::sync_channel(0);
         let (spare, spare_rx) = std::sync::mpsc::channel();
         let reader = scope.spawn(|| read_ahead(pack, path, layout, &steps, loaded_tx, spare_rx));
         let mut host = HostCheck::default();
+        // The reader's chunks and this thread's streamed entries each learn on their own
+        // whether the filesystem shares extents.
+        let mut streamed_sharing = Sharing::default();
         let mut cursor = BLOCK;
         for step in &steps {
             match *step {
@@ -397,6 +413,7 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
                         &entries[index],
                         base,
                         &mut host,
+                        &mut streamed_sharing,
                         report,
                     )?;
                     report.bytes_read += end - base;
@@ -443,13 +460,18 @@ pub(super) fn import(cache: &Cache, path: &Path) -> Result<ImportReport> {
         let sharing = reader
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        Ok((cursor, sharing))
+        let not_shared = sharing.refused().or(streamed_sharing.refused());
+        Ok((cursor, not_shared.map(str::to_string)))
     })?;
-    stream_zeros(pack, path, cursor, pack.header.index_offset, |at| {
-        Damage::at(at, "the gap before the index is not zero")
-    })?;
+    stream_zeros(
+        Source::pack(&pack.file),
+        path,
+        cursor,
+        pack.header.index_offset,
+        |at| Damage::at(at, "the gap before the index is not zero"),
+    )?;
     cache.cx.save_stat_cache();
-    report.not_shared = sharing.refused().map(str::to_string);
+    report.not_shared = not_shared;
     Ok(report)
 }
 
@@ -464,15 +486,21 @@ fn import_streamed(
     entry: &IndexEntry,
     cursor: u64,
     host: &mut HostCheck,
+    sharing: &mut Sharing,
     report: &mut ImportReport,
 ) -> Result<()> {
-    let (from, _) = entry.span();
-    stream_zeros(pack, path, cursor, from, |at| {
+    let (from, to) = entry.span();
+    let shared = sharing.clone_chunk(layout, &pack.file, cursor, to)?;
+    let src = shared
+        .as_ref()
+        .map_or(Source::pack(&pack.file), SharedChunk::source);
+    stream_zeros(src, path, cursor, from, |at| {
         Damage::at(at, "the gap between entries is not zero")
     })?;
     let staging = layout.new_staging_dir()?;
     crate::storage::hooks::point(crate::storage::hooks::Failpoint::ImportStaging);
-    let streamed = stream_entry(pack, path, entry, &staging)?;
+    let streamed = stream_entry(pack, path, entry, &staging, shared.as_ref())?;
+    report.bytes_shared += streamed.shared;
     let mut files: Files<'_> = vec![(META_FILE, &streamed.meta_json[..])];
     if let Some(record) = &streamed.record {
         files.push((RECORD_FILE, &record[..]));

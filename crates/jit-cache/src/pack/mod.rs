@@ -33,7 +33,6 @@
 //!   (`share.rs`); on other filesystems it writes them. Either way it is bound by the
 //!   filesystem's creation of the entries' files and directories (a staging directory, three
 //!   files and a rename each), not by the pack's read rate (`cargo xtask bench pack`).
-//! - An entry larger than a chunk (64 MiB) is streamed and its files written, never shared.
 
 mod export;
 mod format;

@@ -8,6 +8,9 @@
 //! sequential read, as without sharing) and never written: an entry's file costs a clone of
 //! its whole blocks and a write of its last, partial one.
 //!
+//! An entry larger than a chunk is cloned alone the same way, and its streamed checks read the
+//! copy a piece at a time ([`Source`]) before its large files are cloned from it.
+//!
 //! Where the filesystem refuses (ext4, tmpfs, the pack on another filesystem), the import reads
 //! and writes the bytes as before and its report says why ([`Sharing::refused`]).
 
@@ -21,6 +24,9 @@ use std::path::Path;
 /// A file smaller than this is written from the bytes in memory: a clone of a block or two
 /// saves nothing over writing it.
 pub(super) const SHARE_MIN: u64 = 64 << 10;
+
+/// The piece a file is copied in where a streamed entry's clone is refused.
+const PIECE: u64 = 8 << 20;
 
 /// Whether this import can share extents with the pack: it is tried on the first chunk and
 /// given up for the rest of the import at the first refusal.
@@ -71,6 +77,28 @@ impl Sharing {
     }
 }
 
+/// Where the pack's bytes are read from: the pack itself, or a private clone of a range of it
+/// whose first byte is the pack's byte `base`. Offsets are the pack's either way.
+#[derive(Clone, Copy)]
+pub(super) struct Source<'a> {
+    file: &'a DirectFile,
+    base: u64,
+}
+
+impl<'a> Source<'a> {
+    /// The pack itself.
+    pub(super) fn pack(file: &'a DirectFile) -> Source<'a> {
+        Source { file, base: 0 }
+    }
+
+    /// Reads `buf.len()` bytes at the pack's `offset`.
+    pub(super) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(offset - self.base, buf)
+            .map_err(|e| Error::io("read pack", self.file.path(), e.into()))
+    }
+}
+
 /// A chunk of the pack cloned into a private file, which the checks read and entries' files are
 /// cloned from.
 pub(super) struct SharedChunk {
@@ -83,9 +111,43 @@ pub(super) struct SharedChunk {
 impl SharedChunk {
     /// Reads the whole chunk (the checks' one read).
     pub(super) fn read(&self, buf: &mut [u8]) -> Result<()> {
-        self.copy
-            .read_exact_at(0, buf)
-            .map_err(|e| Error::io("read pack chunk", self.copy.path(), e.into()))
+        self.source().read(self.base, buf)
+    }
+
+    /// The copy, to read the chunk's bytes from by the pack's offsets.
+    pub(super) fn source(&self) -> Source<'_> {
+        Source {
+            file: &self.copy,
+            base: self.base,
+        }
+    }
+
+    /// Writes `file`, whose bytes in the copy were checked as they were streamed, at `target`:
+    /// its whole blocks cloned from the copy and the last, partial one written (true), or, where
+    /// the filesystem refuses, every byte copied from the copy [`PIECE`] bytes at a time (false).
+    pub(super) fn write_checked(&self, file: &IndexFile, target: &Path) -> Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let out = create(target)?;
+        let whole = file.size / BLOCK * BLOCK;
+        let shared = self
+            .copy
+            .clone_range_to(file.offset - self.base, whole, &out, 0, target)
+            .map_err(|e| Error::io("clone imported file", target, e.into()))?;
+        let from = match shared {
+            Cloned::Shared => whole,
+            Cloned::Refused(_) => 0,
+        };
+        let mut piece = Vec::new();
+        let mut at = from;
+        while at < file.size {
+            let n = (file.size - at).min(PIECE);
+            piece.resize(n as usize, 0);
+            self.source().read(file.offset + at, &mut piece)?;
+            out.write_all_at(&piece, at)
+                .map_err(|e| Error::io("write imported file", target, e))?;
+            at += n;
+        }
+        Ok(matches!(shared, Cloned::Shared))
     }
 
     /// Writes `file` of the pack at `target`: cloned from the checked copy when it is large

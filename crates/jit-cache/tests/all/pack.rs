@@ -531,9 +531,18 @@ fn a_compiler_record_naming_another_kernels_headers_is_not_imported() {
 /// offset, and nothing is published; the pack unflipped imports the entry whole.
 #[test]
 fn heavy_an_entry_larger_than_a_chunk_is_streamed_with_every_check() {
+    // On the default temp dir its files are written; on xfs they are cloned from a private
+    // copy of the entry that the streamed checks read (issue 33).
+    for kind in [fs_testbed::FsKind::DefaultTmp, fs_testbed::FsKind::Xfs] {
+        fs_testbed::run_or_skip(kind, |dir| {
+            streamed_with_every_check(dir, kind == fs_testbed::FsKind::Xfs)
+        });
+    }
+}
+
+fn streamed_with_every_check(dir: &Path, shares: bool) {
     const BIG: usize = (64 << 20) + 5000;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path().join("a");
+    let root = dir.join("a");
     let store = Store::open(&root).expect("open store");
     let ns = Namespace::new("torch").expect("namespace");
     let big: Vec<u8> = (0..BIG)
@@ -549,7 +558,7 @@ fn heavy_an_entry_larger_than_a_chunk_is_streamed_with_every_check() {
         Claim::Ready(_) => panic!("the entry was not there yet"),
     }
     let a = Cache::open(&root).expect("open a");
-    let pack = dir.path().join("a.pack");
+    let pack = dir.join("a.pack");
     a.export_pack(&pack, &PackFilter::default())
         .expect("export");
     let bytes = std::fs::read(&pack).expect("read pack");
@@ -562,8 +571,8 @@ fn heavy_an_entry_larger_than_a_chunk_is_streamed_with_every_check() {
         &small[..],
         "b.bin follows"
     );
-    let b = Cache::open(dir.path().join("b")).expect("open b");
-    let flipped = dir.path().join("flipped.pack");
+    let b = Cache::open(dir.join("b")).expect("open b");
+    let flipped = dir.join("flipped.pack");
     let in_file = [a_at, a_at + (40 << 20) + 17, a_at + BIG - 1, b_at + 3];
     let in_padding = [a_at + BIG, b_at - 1, b_at + small.len()];
     for at in in_file.into_iter().chain(in_padding) {
@@ -581,7 +590,7 @@ fn heavy_an_entry_larger_than_a_chunk_is_streamed_with_every_check() {
             b.entries().expect("entries").is_empty(),
             "byte {at}: nothing was published"
         );
-        let staged = std::fs::read_dir(dir.path().join("b/v2/staging"))
+        let staged = std::fs::read_dir(dir.join("b/v2/staging"))
             .expect("list staging")
             .count();
         assert_eq!(
@@ -591,7 +600,9 @@ fn heavy_an_entry_larger_than_a_chunk_is_streamed_with_every_check() {
     }
     let report = b.import_pack(&pack).expect("import the pack as exported");
     assert_eq!(report.imported, 1, "{report:?}");
-    let entry = Store::open(dir.path().join("b"))
+    let expected_shared = if shares { BIG as u64 } else { 0 };
+    assert_eq!(report.bytes_shared, expected_shared, "{report:?}");
+    let entry = Store::open(dir.join("b"))
         .expect("open b's store")
         .get(&ns, "big")
         .expect("get")
