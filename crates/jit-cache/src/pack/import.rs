@@ -9,8 +9,9 @@
 //! second half, the slot records going into one `durable_fs::Batch` (two more).
 //!
 //! A reader thread reads (and, where the filesystem shares extents, first clones: `share.rs`)
-//! and checks the next chunk while this thread publishes the one before; chunks grow from
-//! [`FIRST_CHUNK_BYTES`] so that publishing starts early.
+//! and checks the next chunk while this thread publishes the one before. Chunks are as large as
+//! the bounds allow from the first: each costs two flushes, which on a disk that honours them
+//! cost more than the first chunk's wait (smaller first chunks were measured slower).
 //!
 //! Memory is bounded whatever the pack holds: a chunk is read whole only up to [`CHUNK_BYTES`]
 //! (two chunks are held at once: the one being read and the one being published); an entry
@@ -44,11 +45,6 @@ use std::sync::Arc;
 /// few flushes per thousand entries.
 const CHUNK_BYTES: u64 = 64 << 20;
 const CHUNK_ENTRIES: usize = 256;
-
-/// The first chunk's bounds, doubled from chunk to chunk up to the ones above: the first chunk
-/// is read before anything can be published, the next ones while the one before is.
-const FIRST_CHUNK_BYTES: u64 = 8 << 20;
-const FIRST_CHUNK_ENTRIES: usize = 32;
 
 /// The piece a streamed entry, or a long run of padding, is read in (a multiple of [`BLOCK`]).
 const PIECE: u64 = 8 << 20;
@@ -294,20 +290,15 @@ fn plan(entries: &[IndexEntry]) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut cursor = BLOCK;
     let mut first = 0;
-    let (mut max_bytes, mut max_entries) = (FIRST_CHUNK_BYTES, FIRST_CHUNK_ENTRIES);
     while first < entries.len() {
         let start = entries[first].span().0;
         let mut last = first;
         while last + 1 < entries.len()
-            && last + 1 - first < max_entries
-            && entries[last + 1].span().1 - start <= max_bytes
+            && last + 1 - first < CHUNK_ENTRIES
+            && entries[last + 1].span().1 - start <= CHUNK_BYTES
         {
             last += 1;
         }
-        (max_bytes, max_entries) = (
-            (max_bytes * 2).min(CHUNK_BYTES),
-            (max_entries * 2).min(CHUNK_ENTRIES),
-        );
         let end = entries[last].span().1;
         // One entry (the rule above adds none past CHUNK_BYTES) larger than a chunk.
         steps.push(match end - cursor > CHUNK_BYTES {
