@@ -61,7 +61,7 @@ impl OpenPack {
         let file = DirectFile::open(path).map_err(|e| Error::io("open pack", path, e.into()))?;
         let size = file.size();
         let mut block = vec![0u8; BLOCK.min(size) as usize];
-        read(&file, path, 0, &mut block)?;
+        Source::pack(&file).read(0, &mut block)?;
         let header = Header::decode(&block).map_err(|d| refused(path, d))?;
         if size != header.file_len {
             return Err(refused(
@@ -76,11 +76,11 @@ impl OpenPack {
             ));
         }
         let mut index = vec![0u8; header.index_len as usize];
-        read(&file, path, header.index_offset, &mut index)?;
+        Source::pack(&file).read(header.index_offset, &mut index)?;
         let decoded = Index::decode(&index, &header).map_err(|d| refused(path, d))?;
         let tail_from = header.index_offset + header.index_len;
         let mut tail = vec![0u8; (header.file_len - tail_from) as usize];
-        read(&file, path, tail_from, &mut tail)?;
+        Source::pack(&file).read(tail_from, &mut tail)?;
         check_zeros(tail_from, &tail, "the padding after the index")
             .map_err(|d| refused(path, d))?;
         Ok(OpenPack {
@@ -106,7 +106,7 @@ impl OpenPack {
         }
         // At most MAX_META bytes: the check above.
         let mut bytes = vec![0u8; file.size as usize];
-        read(&self.file, path, file.offset, &mut bytes)?;
+        Source::pack(&self.file).read(file.offset, &mut bytes)?;
         if fingerprint::Digest::of_bytes(&bytes) != file.blake3 {
             return Err(damage(
                 file.offset,
@@ -115,11 +115,6 @@ impl OpenPack {
         }
         Ok(bytes)
     }
-}
-
-fn read(file: &DirectFile, path: &Path, offset: u64, buf: &mut [u8]) -> Result<()> {
-    file.read_exact_at(offset, buf)
-        .map_err(|e| Error::io("read pack", path, e.into()))
 }
 
 /// Checks that the pack holds zeros from `from` to `to`, read from `src` [`PIECE`] bytes at a
@@ -357,7 +352,7 @@ fn read_ahead(
             .and_then(|shared| {
                 match &shared {
                     Some(chunk) => chunk.read(&mut bytes)?,
-                    None => read(&pack.file, path, base, &mut bytes)?,
+                    None => Source::pack(&pack.file).read(base, &mut bytes)?,
                 }
                 check_chunk(&pack.index.entries[first..=last], base, base, &bytes)
                     .map_err(|d| refused(path, d))?;
