@@ -708,3 +708,68 @@ fn an_import_shares_the_packs_extents_where_the_filesystem_can_and_says_why_wher
         });
     }
 }
+
+/// Issue 33: the next chunk is read and checked in a thread while the one before is published.
+/// Damage in the second chunk still refuses the pack naming the entry: every entry of the first
+/// chunk (256 entries) is published whole, none of the second.
+#[test]
+fn damage_in_a_later_chunk_refuses_the_pack_after_the_chunks_before_it_are_published() {
+    const ENTRIES: usize = 300;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("a")).expect("open store");
+    let ns = Namespace::new("triton").expect("namespace");
+    let payload = |key: &str| format!("payload of {key}, unique in the pack").into_bytes();
+    for i in 0..ENTRIES {
+        let key = format!("key-{i:03}");
+        let Claim::Produce(producer) = store.begin(&ns, &key, WAIT).expect("begin") else {
+            panic!("{key} was not there yet");
+        };
+        producer.write("f.bin", &payload(&key)).expect("write");
+        producer.commit().expect("commit");
+    }
+    let a = Cache::open(dir.path().join("a")).expect("open a");
+    let pack = dir.path().join("a.pack");
+    a.export_pack(&pack, &PackFilter::default())
+        .expect("export");
+    // The pack's order: the first 256 entries make the first chunk.
+    let keys: Vec<String> = jit_cache::list_pack(&pack)
+        .expect("ls")
+        .into_iter()
+        .map(|e| e.name.trim_start_matches("triton/").to_string())
+        .collect();
+    assert_eq!(keys.len(), ENTRIES);
+    let damaged_key = &keys[280];
+    let mut bytes = std::fs::read(&pack).expect("read the pack");
+    let wanted = payload(damaged_key);
+    let at = bytes
+        .windows(wanted.len())
+        .position(|w| w == &wanted[..])
+        .expect("the entry's file is in the pack");
+    bytes[at + 3] ^= 1;
+    let damaged = dir.path().join("damaged.pack");
+    std::fs::write(&damaged, &bytes).expect("write the damaged pack");
+
+    let b = Cache::open(dir.path().join("b")).expect("open b");
+    let (offset, entry) = refused_at(&b, &damaged, "a byte flipped in the second chunk");
+    assert_eq!(
+        offset,
+        (at + 3) as u64 / BLOCK as u64 * BLOCK as u64,
+        "its file's block"
+    );
+    let entry = entry.expect("the entry is named");
+    assert!(entry.contains(damaged_key.as_str()), "{entry}");
+    let b_store = Store::open(dir.path().join("b")).expect("open b's store");
+    for (i, key) in keys.iter().enumerate() {
+        let got = b_store.get(&ns, key).expect("get");
+        match i < 256 {
+            true => assert_eq!(
+                got.expect("the first chunk is published")
+                    .read("f.bin")
+                    .expect("read"),
+                payload(key),
+                "{key}"
+            ),
+            false => assert!(got.is_none(), "{key} of the damaged chunk was published"),
+        }
+    }
+}
