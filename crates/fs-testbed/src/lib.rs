@@ -392,10 +392,11 @@ mod tests {
                 .to_string();
             let dio = std::fs::read_to_string(format!("/sys/block/{device}/loop/dio"))
                 .expect("read the loop device's direct I/O flag");
-            // SAFETY: `statvfs` fills the struct it is given; the path is a valid C string.
+            // SAFETY: `statvfs` holds integers only, so all-zero bytes are a valid value.
             let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
             let path = CString::new(root.as_os_str().as_bytes()).expect("no NUL");
-            // SAFETY: as above.
+            // SAFETY: `path` is a NUL-terminated string and `st` a writable `statvfs`, both alive
+            // for the call.
             assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
             (st.f_blocks * st.f_frsize, dio.trim().to_string())
         });

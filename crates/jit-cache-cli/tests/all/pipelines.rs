@@ -324,6 +324,14 @@ fn heavy_pipelines_flashinfer_jit_hits_every_nvcc_command_after_its_workspace_is
         built
     };
     let wipe = || std::fs::remove_dir_all(&workspace).expect("wipe FlashInfer's workspace");
+    // What a failed count shows: the compiler's commands and the launcher's log.
+    let ran = || {
+        format!(
+            "the compiler ran:\n{}launcher.log:\n{}",
+            counter.commands(),
+            std::fs::read_to_string(cache.join("launcher.log")).unwrap_or_default()
+        )
+    };
 
     let reference = flashinfer(false, "FlashInfer with bare nvcc");
     let units = reference.objects.len();
@@ -336,9 +344,8 @@ fn heavy_pipelines_flashinfer_jit_hits_every_nvcc_command_after_its_workspace_is
     assert_eq!(
         counter.compiles(),
         2 * units,
-        "on an empty cache each unit compiles once; the compiler ran:\n{}launcher.log:\n{}",
-        counter.commands(),
-        std::fs::read_to_string(cache.join("launcher.log")).unwrap_or_default()
+        "on an empty cache each unit compiles once; {}",
+        ran()
     );
     assert_like_reference("cold", &reference, &cold);
 
@@ -347,9 +354,8 @@ fn heavy_pipelines_flashinfer_jit_hits_every_nvcc_command_after_its_workspace_is
     assert_eq!(
         counter.compiles(),
         2 * units,
-        "after the workspace is wiped every nvcc command is a hit: no compile; the compiler ran:\n{}launcher.log:\n{}",
-        counter.commands(),
-        std::fs::read_to_string(cache.join("launcher.log")).unwrap_or_default()
+        "after the workspace is wiped every nvcc command is a hit: no compile; {}",
+        ran()
     );
     assert_like_reference("warm", &reference, &warm);
     assert_same_bytes("warm", &cold, &warm);

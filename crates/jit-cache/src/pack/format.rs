@@ -24,6 +24,10 @@ pub(crate) const PACK_FORMAT: u32 = 1;
 /// The alignment of every region: the largest O_DIRECT alignment of common filesystems.
 pub(crate) const BLOCK: u64 = 4096;
 
+/// The piece a long region (a streamed entry's file, a run of padding) is read or copied in: a
+/// multiple of [`BLOCK`].
+pub(crate) const PIECE: u64 = 8 << 20;
+
 const MAGIC: &[u8; 8] = b"JITCPACK";
 
 /// The header's fields end here; its digest covers them, and the rest of the block is zeros.
@@ -328,12 +332,12 @@ pub(crate) fn check_chunk(
 pub(crate) fn check_entry(entry: &IndexEntry, span: &[u8]) -> Result<(), Damage> {
     let (start, _) = entry.span();
     let mut cursor = start;
-    for (file, bytes) in entry.files.iter().zip(files_of(entry, span)) {
+    for (file, (_, bytes)) in entry.files.iter().zip(files_of(entry, span)) {
         if file.offset > cursor {
             // The gap between two files of one entry is padding too.
             zeros(entry, span, start, cursor, file.offset)?;
         }
-        if Digest::of_bytes(bytes.1) != file.blake3 {
+        if Digest::of_bytes(bytes) != file.blake3 {
             return Err(Damage::in_entry(
                 file.offset,
                 entry,

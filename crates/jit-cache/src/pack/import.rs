@@ -22,6 +22,7 @@
 use super::format::refused;
 use super::format::{
     check_chunk, check_zeros, files_of, Damage, Header, Index, IndexEntry, PackEntryKind, BLOCK,
+    PIECE,
 };
 use super::report::ImportReport;
 use super::share::{SharedChunk, Sharing, Source, SHARE_MIN};
@@ -45,9 +46,6 @@ use std::sync::Arc;
 /// few flushes per thousand entries.
 const CHUNK_BYTES: u64 = 64 << 20;
 const CHUNK_ENTRIES: usize = 256;
-
-/// The piece a streamed entry, or a long run of padding, is read in (a multiple of [`BLOCK`]).
-const PIECE: u64 = 8 << 20;
 
 /// A pack whose header and index were read and checked.
 pub(super) struct OpenPack {

@@ -14,7 +14,7 @@
 //! Where the filesystem refuses (ext4, tmpfs, the pack on another filesystem), the import reads
 //! and writes the bytes as before and its report says why ([`Sharing::refused`]).
 
-use super::format::{IndexFile, BLOCK};
+use super::format::{IndexFile, BLOCK, PIECE};
 use crate::error::{Error, Result};
 use crate::storage::layout::Layout;
 use crate::storage::staging::Staging;
@@ -24,9 +24,6 @@ use std::path::Path;
 /// A file smaller than this is written from the bytes in memory: a clone of a block or two
 /// saves nothing over writing it.
 pub(super) const SHARE_MIN: u64 = 64 << 10;
-
-/// The piece a file is copied in where a streamed entry's clone is refused.
-const PIECE: u64 = 8 << 20;
 
 /// Whether this import can share extents with the pack: it is tried on the first chunk and
 /// given up for the rest of the import at the first refusal.

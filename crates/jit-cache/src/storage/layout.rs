@@ -348,6 +348,16 @@ impl Layout {
     /// Opens `name` in a subdirectory for appending (relative to its descriptor, never through
     /// a symlink), creating it when missing: in a team root with mode 0660 whatever the umask,
     /// so that every member can append to it.
+    pub(crate) fn open_append(&self, sub: Subdir, name: &str) -> std::io::Result<std::fs::File> {
+        if self.mode == RootMode::Team {
+            self.create_team_file(sub, Path::new(name))?;
+        }
+        let flags =
+            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(self.dir_fd(sub), name, flags, Mode::from_raw_mode(0o666))?;
+        Ok(std::fs::File::from(fd))
+    }
+
     /// Appends `line` and its newline to the log `name` with one `write`: under `O_APPEND` each
     /// lands whole after the others, whereas `writeln!` writes the pieces of its format apart,
     /// and another process's line can land between them. A log is best effort: a line that
@@ -358,16 +368,6 @@ impl Layout {
         if let Ok(mut file) = self.open_append(sub, name) {
             let _ = file.write_all(line.as_bytes());
         }
-    }
-
-    pub(crate) fn open_append(&self, sub: Subdir, name: &str) -> std::io::Result<std::fs::File> {
-        if self.mode == RootMode::Team {
-            self.create_team_file(sub, Path::new(name))?;
-        }
-        let flags =
-            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(self.dir_fd(sub), name, flags, Mode::from_raw_mode(0o666))?;
-        Ok(std::fs::File::from(fd))
     }
 
     /// A fresh staging directory for a build, private to this process's user (mode 0700 from
@@ -802,12 +802,6 @@ mod tests {
         );
         Layout::open(&root, RootMode::Private).expect("the repaired root opens");
     }
-}
-
-#[cfg(test)]
-mod event_log_tests {
-    use super::*;
-    use crate::base::event_log::{Event, Record};
 
     #[test]
     fn every_event_line_is_whole_when_many_writers_append_at_once() {
@@ -823,7 +817,11 @@ mod event_log_tests {
                 let layout = &layout;
                 scope.spawn(move || {
                     for i in 0..EVENTS {
-                        layout.log_event(Event::Build, &format!("kernel-{writer}-{i}"), 7);
+                        layout.log_event(
+                            crate::base::event_log::Event::Build,
+                            &format!("kernel-{writer}-{i}"),
+                            7,
+                        );
                     }
                 });
             }
@@ -832,7 +830,7 @@ mod event_log_tests {
             .expect("read the event log");
         let torn: Vec<&str> = log
             .lines()
-            .filter(|line| Record::parse(line).is_none())
+            .filter(|line| crate::base::event_log::Record::parse(line).is_none())
             .collect();
         assert!(
             torn.is_empty(),
