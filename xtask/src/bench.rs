@@ -10,6 +10,7 @@ const BENCHED: &[&str] = &[
     "fingerprint",
     "nvcc",
     "direct-io",
+    "file-trace",
     "jit-cache",
     "launcher",
     "remote",

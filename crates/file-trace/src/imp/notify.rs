@@ -1,4 +1,4 @@
-//! The seccomp listener's ioctls: receive a notification, check it is still live, answer it.
+//! The seccomp listener's ioctls: receive a notification, answer it.
 
 use crate::trace::Errno;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -77,20 +77,6 @@ impl Listener {
             nr: raw.data.nr,
             args: raw.data.args,
         })
-    }
-
-    /// `SECCOMP_IOCTL_NOTIF_ID_VALID`: the task is still waiting in this call, so what was read
-    /// through its pid was read from it (and not from a task that reused the pid).
-    pub(crate) fn is_live(&self, id: u64) -> bool {
-        let mut id = id;
-        // SAFETY: the ioctl reads one u64 through the pointer, which is valid for the call.
-        unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-                &mut id as *mut u64,
-            ) == 0
-        }
     }
 
     /// Answers with `SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the kernel runs the call as if no

@@ -189,9 +189,11 @@ impl Supervisor {
             Some((call, name)) => decode(&notification, call, name, &mut self.reader),
             None => Outcome::Nothing,
         };
-        // What was read through the pid belongs to the waiting task only if the notification
-        // is still live now: otherwise the task died and its pid may name another process.
-        let live = self.listener.is_live(notification.id);
+        // What was read through the pid belongs to the waiting task only if the task was still
+        // waiting after the reads: otherwise it died and its pid may name another process. The
+        // answer itself tells: the kernel takes it only while the task waits in this call (an
+        // interrupted or killed task leaves the wait and its notification for good), so no
+        // separate `SECCOMP_IOCTL_NOTIF_ID_VALID` is needed.
         match self.listener.continue_call(notification.id) {
             Ok(()) => {}
             // The task stopped waiting (killed, or interrupted and to be notified again).
@@ -203,12 +205,10 @@ impl Supervisor {
                 })
             }
         }
-        if live {
-            match outcome {
-                Outcome::Event(event) => self.trace.events.push(event),
-                Outcome::Gap(gap) => self.trace.gaps.push(gap),
-                Outcome::Nothing => {}
-            }
+        match outcome {
+            Outcome::Event(event) => self.trace.events.push(event),
+            Outcome::Gap(gap) => self.trace.gaps.push(gap),
+            Outcome::Nothing => {}
         }
         Ok(())
     }
