@@ -103,6 +103,19 @@ pub(crate) fn touch_last_use(dir: &OwnedFd, artifact: &str, protocol: Protocol) 
     }
 }
 
+/// [`touch_last_use`], judged by `stat`: the artifact's own, taken when this reader opened it
+/// (no second `stat`).
+pub(crate) fn touch_last_use_by(
+    dir: &OwnedFd,
+    artifact: &str,
+    protocol: Protocol,
+    stat: &rustix::fs::Stat,
+) {
+    if due(stat, protocol.stamp_pins()) {
+        refresh_last_use(dir, artifact);
+    }
+}
+
 /// Whether `artifact`'s last-use stamp is old enough to refresh, by the protocol's rule.
 fn refresh_due(dir: &OwnedFd, artifact: &str, protocol: Protocol) -> bool {
     refresh_due_by(dir, artifact, protocol.stamp_pins())
@@ -111,9 +124,12 @@ fn refresh_due(dir: &OwnedFd, artifact: &str, protocol: Protocol) -> bool {
 /// Whether the stamp is old enough to refresh, where `pins` says whether it is a pin across
 /// hosts (refreshed every `PIN_REFRESH`) or only orders eviction (hourly).
 fn refresh_due_by(dir: &OwnedFd, artifact: &str, pins: bool) -> bool {
-    let Ok(stat) = rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
-        return false;
-    };
+    rustix::fs::statat(dir, artifact, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| due(&stat, pins))
+}
+
+/// Whether the last-use stamp `stat` holds is old enough to refresh ([`refresh_due_by`]).
+fn due(stat: &rustix::fs::Stat, pins: bool) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -164,10 +180,45 @@ fn open_file_at(dir: &OwnedFd, name: &str) -> std::io::Result<std::fs::File> {
 
 /// Reads a whole file relative to a directory descriptor, never following a symlink.
 pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
-    let mut file = open_file_at(dir, name)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    read_with_stat_at(dir, name).map(|(bytes, _)| bytes)
+}
+
+/// The most [`read_with_stat_at`] reserves from a file's size before reading.
+const PREALLOCATE_FROM_STAT: usize = 16 << 20;
+
+/// Reads a whole file relative to a directory descriptor, never following a symlink, with its
+/// `fstat` taken before the read (an entry's `meta.json`: the stat also says when its last-use
+/// stamp is due). An open, an `fstat`, one `read` for a file that stays the size it was, and a
+/// close: asked for one byte more than the file holds, a regular file's read returns what it
+/// holds, which is its end. A file that grew since, or a short read (a signal, FUSE), reads on
+/// to end of file.
+pub(crate) fn read_with_stat_at(
+    dir: &OwnedFd,
+    name: &str,
+) -> std::io::Result<(Vec<u8>, rustix::fs::Stat)> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let stat = rustix::fs::fstat(&fd)?;
+    let size = usize::try_from(stat.st_size).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(size.min(PREALLOCATE_FROM_STAT).saturating_add(1));
+    loop {
+        if bytes.len() == bytes.capacity() {
+            bytes.reserve(bytes.len().max(4096));
+        }
+        let asked = bytes.capacity() - bytes.len();
+        let n = match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut bytes)) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if n == 0 || (n < asked && bytes.len() == size) {
+            return Ok((bytes, stat));
+        }
+    }
 }
 
 /// The piece a streamed file is read in: a file of any size costs this much memory.
@@ -226,4 +277,52 @@ pub(crate) fn list_variants(key_dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(path: &Path) -> OwnedFd {
+        rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .expect("open the directory")
+    }
+
+    #[test]
+    fn a_file_is_read_whole_with_the_stat_taken_before_the_read() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        for size in [0usize, 1, 4095, 4096, 70_000] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            std::fs::write(tmp.path().join("f"), &bytes).expect("write");
+            let (read, stat) = read_with_stat_at(&dir(tmp.path()), "f").expect("read");
+            assert_eq!(read, bytes, "{size} bytes");
+            assert_eq!(stat.st_size as usize, size);
+        }
+    }
+
+    #[test]
+    fn a_file_holding_more_than_its_stat_says_is_read_to_its_end() {
+        // `/proc` files stat as empty and hold more: the read goes on past the stat's size.
+        let (read, stat) = read_with_stat_at(&dir(Path::new("/proc/self")), "status")
+            .expect("read /proc/self/status");
+        assert_eq!(stat.st_size, 0, "procfs says nothing of the size");
+        let text = String::from_utf8(read).expect("text");
+        assert!(
+            text.starts_with("Name:") && text.contains("\nPid:") && text.ends_with('\n'),
+            "read whole: {text:?}"
+        );
+    }
+
+    #[test]
+    fn a_symlink_is_never_followed() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        std::fs::write(tmp.path().join("target"), b"x").expect("write");
+        std::os::unix::fs::symlink("target", tmp.path().join("link")).expect("symlink");
+        let err = read_with_stat_at(&dir(tmp.path()), "link").expect_err("a link refused");
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+    }
 }

@@ -6,8 +6,8 @@ use crate::base::fstype::Protocol;
 use crate::base::stamp::StatStamp;
 use crate::error::{Error, Result};
 use crate::storage::pin::{
-    claim_across_hosts, is_plain_name, lock_dir, read_at, read_at_most, still_names,
-    touch_last_use, LastUse, Unusable,
+    claim_across_hosts, is_plain_name, lock_dir, read_at, read_at_most, read_with_stat_at,
+    still_names, touch_last_use_by, LastUse, Unusable,
 };
 pub(crate) use crate::store::tier_stored::StoredFile;
 use fingerprint::Digest;
@@ -257,11 +257,18 @@ fn open_checked(
     last_use: LastUse,
 ) -> std::result::Result<(OwnedFd, StoredMeta), Unusable> {
     let fd = lock_dir(dir)?;
-    let meta = match read_at(&fd, META_FILE) {
-        Ok(bytes) => serde_json::from_slice::<StoredMeta>(&bytes)
-            .map_err(|e| Unusable::Corrupt(format!("{META_FILE} is corrupt or foreign: {e}"))),
-        Err(e) if e.raw_os_error() == Some(libc::ESTALE) => Err(Unusable::Absent),
-        Err(e) => Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
+    // `meta.json`'s stat, taken as it is read, also says when its last-use stamp is due.
+    let (meta, meta_stat) = match read_with_stat_at(&fd, META_FILE) {
+        Ok((bytes, stat)) => (
+            serde_json::from_slice::<StoredMeta>(&bytes)
+                .map_err(|e| Unusable::Corrupt(format!("{META_FILE} is corrupt or foreign: {e}"))),
+            Some(stat),
+        ),
+        Err(e) if e.raw_os_error() == Some(libc::ESTALE) => (Err(Unusable::Absent), None),
+        Err(e) => (
+            Err(Unusable::Corrupt(format!("{META_FILE} unreadable: {e}"))),
+            None,
+        ),
     };
     // A use on a root no other host shares may trust a settled stamp; a look (`verify`) reads
     // and hashes every file, and under the shared protocol another host's writes carry another
@@ -299,8 +306,8 @@ fn open_checked(
             .map_err(|e| Unusable::Corrupt(format!("`{}` unreadable: {e}", file.name)))?;
         check_file(file, &bytes).map_err(Unusable::Corrupt)?;
     }
-    if let (false, LastUse::Refresh(protocol)) = (shared, last_use) {
-        touch_last_use(&fd, META_FILE, protocol);
+    if let (false, LastUse::Refresh(protocol), Some(stat)) = (shared, last_use, &meta_stat) {
+        touch_last_use_by(&fd, META_FILE, protocol, stat);
     }
     Ok((fd, meta))
 }

@@ -203,3 +203,53 @@ fn verify_leaves_last_use_stamps_as_they_are() {
         }
     });
 }
+
+/// A stored entry's use refreshes its last-use stamp (`meta.json`'s access time) by the local
+/// rule, judged by the stat taken as `meta.json` is read: an hour-old stamp is refreshed, a
+/// five-minute-old one is left. On a tmpfs remounted `noatime`, as above.
+#[test]
+fn a_stored_entry_use_refreshes_an_hour_old_stamp_and_leaves_a_recent_one() {
+    use jit_cache::store::Namespace;
+    use jit_cache::{Cache, CacheOptions, Sharing};
+    use std::time::{Duration, SystemTime};
+    fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
+        remount_noatime(mount);
+        let cache = Cache::open_with(
+            mount.join("cache"),
+            CacheOptions::default()
+                .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
+                .sharing(Sharing::Local),
+        )
+        .expect("open cache");
+        let store = cache.store().expect("store");
+        let namespace = Namespace::new("triton").expect("namespace");
+        let meta = store
+            .get_or_insert_with(&namespace, "k", Duration::from_secs(10), |dir| {
+                std::fs::write(dir.join("a.cubin"), b"cubin")
+            })
+            .expect("stored entry")
+            .dir()
+            .join("meta.json");
+        let atime = || {
+            std::fs::metadata(&meta)
+                .expect("stat")
+                .accessed()
+                .expect("atime")
+        };
+        let recent = SystemTime::now() - Duration::from_secs(300);
+        set_last_use(&meta, recent);
+        assert!(store.get(&namespace, "k").expect("get").is_some(), "a hit");
+        assert!(
+            atime() <= recent + Duration::from_secs(1),
+            "a five-minute-old stamp was refreshed"
+        );
+        let old = SystemTime::now() - Duration::from_secs(7200);
+        set_last_use(&meta, old);
+        let before = SystemTime::now() - Duration::from_secs(1);
+        assert!(store.get(&namespace, "k").expect("get").is_some(), "a hit");
+        assert!(
+            atime() >= before,
+            "a two-hour-old stamp was not refreshed by a use"
+        );
+    });
+}
