@@ -9,6 +9,7 @@ pub(crate) mod fork;
 pub(crate) mod fstype;
 pub(crate) mod grace;
 pub(crate) mod host;
+pub(crate) mod pass;
 pub(crate) mod redact;
 pub(crate) mod scan;
 pub(crate) mod stamp;

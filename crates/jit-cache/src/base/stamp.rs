@@ -19,6 +19,7 @@
 //!   than this host's clock, the margin of modest clock skew that the whole cache assumes.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::Path;
 
 use crate::base::fstype::FsType;
@@ -110,7 +111,19 @@ impl Look {
     pub(crate) fn stamp(self, path: &Path) -> Option<StatStamp> {
         match self {
             Look::Cached => StatStamp::of(path),
-            Look::Fresh => StatStamp::of_fresh(path),
+            Look::Fresh => StatStamp::of_fresh(rustix::fs::CWD, path),
+        }
+    }
+
+    /// The stamp of `name` under the open directory `dir` now (following a final symlink, as
+    /// [`Look::stamp`] does), looked at this way.
+    pub(crate) fn stamp_at(self, dir: &impl rustix::fd::AsFd, name: &OsStr) -> Option<StatStamp> {
+        match self {
+            Look::Cached => {
+                let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty()).ok()?;
+                Some(StatStamp::from_stat(&st))
+            }
+            Look::Fresh => StatStamp::of_fresh(dir, name),
         }
     }
 }
@@ -142,12 +155,12 @@ impl StatStamp {
         }
     }
 
-    /// Like [`StatStamp::of`], with the attributes the file's server holds now (`statx` with
-    /// `AT_STATX_FORCE_SYNC`), not a client's cached ones.
-    pub(crate) fn of_fresh(path: &Path) -> Option<StatStamp> {
-        use rustix::fs::{AtFlags, StatxFlags, CWD};
+    /// Like [`StatStamp::of`] (of `path` under `dir`), with the attributes the file's server
+    /// holds now (`statx` with `AT_STATX_FORCE_SYNC`), not a client's cached ones.
+    fn of_fresh(dir: impl rustix::fd::AsFd, path: impl rustix::path::Arg) -> Option<StatStamp> {
+        use rustix::fs::{AtFlags, StatxFlags};
         let st = rustix::fs::statx(
-            CWD,
+            dir,
             path,
             AtFlags::STATX_FORCE_SYNC,
             StatxFlags::BASIC_STATS,

@@ -6,6 +6,7 @@
 //! own search rules (`search.rs`); this module stores and checks them. Project headers and every
 //! absence are checked on every hit; toolkit and installed headers once per process.
 
+use crate::base::pass::Pass;
 use crate::base::stamp::Settling;
 pub(crate) use crate::base::stamp::{Look, StatStamp};
 use crate::build::search::{join, Base, SearchPath};
@@ -227,6 +228,7 @@ pub(crate) fn revalidate(
     slow: &mut SlowHash<'_>,
     confirmed: &mut HashSet<(PathBuf, Digest)>,
 ) -> std::result::Result<(), Box<Mismatch>> {
+    let mut pass = Pass::new(look);
     for record in headers {
         let Some(path) = search.path_of(record.base, &record.rel) else {
             return Err(Box::new(Mismatch::Changed {
@@ -234,7 +236,7 @@ pub(crate) fn revalidate(
                 now: None,
             }));
         };
-        if record.stamp.is_some() && look.stamp(&path) == record.stamp {
+        if record.stamp.is_some() && pass.stamp(&path) == record.stamp {
             continue;
         }
         let memo_key = (!record.base.is_project()).then(|| (path.to_path_buf(), record.digest));
@@ -279,7 +281,7 @@ pub(crate) fn revalidate(
         if memo_key.as_ref().is_some_and(|k| confirmed.contains(k)) {
             continue;
         }
-        if !(group.stamp.is_some() && look.stamp(&dir) == group.stamp) {
+        if !(group.stamp.is_some() && pass.stamp(&dir) == group.stamp) {
             if group.names.iter().any(|n| n.as_os_str() == LISTING) {
                 return Err(Box::new(Mismatch::Relisted { dir }));
             }
@@ -414,9 +416,10 @@ impl FastCheck {
 
     /// Whether every file and directory still has its stamp and every absent path is absent.
     pub(crate) fn still_valid(&self, look: Look) -> bool {
+        let mut pass = Pass::new(look);
         self.stamped
             .iter()
-            .all(|(path, stamp)| look.stamp(path) == Some(*stamp))
+            .all(|(path, stamp)| pass.stamp(path) == Some(*stamp))
             && self
                 .absent
                 .iter()
