@@ -13,6 +13,7 @@
 
 use crate::base::stamp::{Look, StatStamp};
 use rustix::fd::OwnedFd;
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -25,7 +26,10 @@ pub(crate) struct Pass {
     look: Look,
     /// Directories met, in the order met, with what is known of them.
     dirs: Vec<(Box<OsStr>, Dir)>,
-    /// The index in `dirs` of the directory of the last path: consecutive paths often share one.
+    /// Where each directory is in `dirs`.
+    index: HashMap<Box<OsStr>, usize>,
+    /// The index in `dirs` of the directory of the last path: consecutive paths often share one,
+    /// and comparing with it costs less than hashing.
     last: usize,
 }
 
@@ -43,6 +47,7 @@ impl Pass {
         Pass {
             look,
             dirs: Vec::new(),
+            index: HashMap::new(),
             last: 0,
         }
     }
@@ -56,6 +61,7 @@ impl Pass {
             Some(index) => index,
             None => {
                 if self.dirs.len() < MAX_DIRS {
+                    self.index.insert(dir.into(), self.dirs.len());
                     self.dirs.push((dir.into(), Dir::Once));
                     self.last = self.dirs.len() - 1;
                 }
@@ -77,11 +83,14 @@ impl Pass {
     }
 
     fn find(&self, dir: &OsStr) -> Option<usize> {
-        let same = |(known, _): &(Box<OsStr>, Dir)| known.as_bytes() == dir.as_bytes();
-        if self.dirs.get(self.last).is_some_and(same) {
+        if self
+            .dirs
+            .get(self.last)
+            .is_some_and(|(known, _)| known.as_bytes() == dir.as_bytes())
+        {
             return Some(self.last);
         }
-        self.dirs.iter().position(same)
+        self.index.get(dir).copied()
     }
 }
 
