@@ -101,25 +101,28 @@ fn set_last_use(path: &std::path::Path, at: std::time::SystemTime) {
         .expect("set the last-use stamp");
 }
 
+/// A cache on `mount` under the protocol `sharing` chooses.
+fn cache_on(mount: &std::path::Path, sharing: jit_cache::Sharing) -> jit_cache::Cache {
+    jit_cache::Cache::open_with(
+        mount.join("cache"),
+        jit_cache::CacheOptions::default()
+            .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
+            .sharing(sharing),
+    )
+    .expect("open cache")
+}
+
 /// The protocol is chosen once per root handle: a handle opened with the local protocol keeps
 /// the local rules for last-use stamps (refreshed hourly) even when another handle of this
 /// process opened the same root with the shared protocol (refreshed every minute there). On a
 /// tmpfs remounted `noatime`, so that only the cache's own refresh moves the stamp.
 #[test]
 fn a_local_handle_keeps_the_local_stamp_rule_beside_a_shared_handle_on_one_root() {
-    use jit_cache::{Cache, CacheOptions, Sharing};
+    use jit_cache::Sharing;
     use std::time::{Duration, SystemTime};
     fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
         remount_noatime(mount);
-        let open = |sharing| {
-            Cache::open_with(
-                mount.join("cache"),
-                CacheOptions::default()
-                    .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
-                    .sharing(sharing),
-            )
-            .expect("open cache")
-        };
+        let open = |sharing| cache_on(mount, sharing);
         let spec = KernelSpec::from_text("stamped", "stamped.cu", kernel_text(31));
         let local = open(Sharing::Local);
         let path = local
@@ -154,17 +157,11 @@ fn a_local_handle_keeps_the_local_stamp_rule_beside_a_shared_handle_on_one_root(
 #[test]
 fn verify_leaves_last_use_stamps_as_they_are() {
     use jit_cache::store::Namespace;
-    use jit_cache::{Cache, CacheOptions, Sharing};
+    use jit_cache::Sharing;
     use std::time::{Duration, SystemTime};
     fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
         remount_noatime(mount);
-        let cache = Cache::open_with(
-            mount.join("cache"),
-            CacheOptions::default()
-                .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
-                .sharing(Sharing::Shared),
-        )
-        .expect("open cache");
+        let cache = cache_on(mount, Sharing::Shared);
         let spec = KernelSpec::from_text("looked_at", "looked_at.cu", kernel_text(32));
         let kernel = cache
             .get_or_build(&spec)
@@ -210,17 +207,11 @@ fn verify_leaves_last_use_stamps_as_they_are() {
 #[test]
 fn a_stored_entry_use_refreshes_an_hour_old_stamp_and_leaves_a_recent_one() {
     use jit_cache::store::Namespace;
-    use jit_cache::{Cache, CacheOptions, Sharing};
+    use jit_cache::Sharing;
     use std::time::{Duration, SystemTime};
     fs_testbed::run_or_skip(fs_testbed::FsKind::Tmpfs, |mount| {
         remount_noatime(mount);
-        let cache = Cache::open_with(
-            mount.join("cache"),
-            CacheOptions::default()
-                .nvcc(nvcc::Nvcc::at(real_nvcc()).expect("nvcc"))
-                .sharing(Sharing::Local),
-        )
-        .expect("open cache");
+        let cache = cache_on(mount, Sharing::Local);
         let store = cache.store().expect("store");
         let namespace = Namespace::new("triton").expect("namespace");
         let meta = store
