@@ -18,8 +18,10 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// The most directories a pass holds open: past it, paths are looked up whole.
-const MAX_DIRS: usize = 256;
+/// The most directories a pass tracks (and so holds open at once): past it, paths are looked up
+/// whole. The library runs inside its callers' processes, whose other threads may be near their
+/// descriptor limit: a pass borrows a few dozen descriptors for a moment, never hundreds.
+const MAX_DIRS: usize = 64;
 
 /// One check's lookups (see the module's documentation).
 pub(crate) struct Pass {
@@ -181,6 +183,32 @@ mod tests {
                 assert_eq!(pass.stamp(path), look.stamp(path), "{}", path.display());
             }
         }
+    }
+
+    /// Past [`MAX_DIRS`] directories a pass holds no more open and still finds what whole
+    /// lookups find.
+    #[test]
+    fn a_pass_holds_at_most_its_share_of_descriptors() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let mut paths = Vec::new();
+        for d in 0..MAX_DIRS + 6 {
+            let dir = tmp.path().join(format!("d{d}"));
+            std::fs::create_dir(&dir).expect("mkdir");
+            for f in 0..3 {
+                std::fs::write(dir.join(format!("f{f}.h")), format!("{d} {f}")).expect("write");
+                paths.push(dir.join(format!("f{f}.h")));
+            }
+        }
+        let mut pass = Pass::new(Look::Cached);
+        for path in &paths {
+            assert_eq!(pass.stamp(path), StatStamp::of(path), "{}", path.display());
+        }
+        let open = pass
+            .dirs
+            .iter()
+            .filter(|(_, dir)| matches!(dir, Dir::Open(_)))
+            .count();
+        assert_eq!(open, MAX_DIRS, "every tracked directory opened, no more");
     }
 
     /// A file changed after a pass opened its directory is seen changed by the pass.

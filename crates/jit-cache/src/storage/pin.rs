@@ -183,9 +183,6 @@ pub(crate) fn read_at(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
     read_with_stat_at(dir, name).map(|(bytes, _)| bytes)
 }
 
-/// The most [`read_with_stat_at`] reserves from a file's size before reading.
-const PREALLOCATE_FROM_STAT: usize = 16 << 20;
-
 /// Reads a whole file relative to a directory descriptor, never following a symlink, with its
 /// `fstat` taken before the read (an entry's `meta.json`: the stat also says when its last-use
 /// stamp is due). An open, an `fstat`, one `read` for a file that stays the size it was, and a
@@ -204,10 +201,22 @@ pub(crate) fn read_with_stat_at(
     )?;
     let stat = rustix::fs::fstat(&fd)?;
     let size = usize::try_from(stat.st_size).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(size.min(PREALLOCATE_FROM_STAT).saturating_add(1));
+    // The size is the file's own (not a record's claim), and the whole file is read anyway; a
+    // size no allocation can hold (a planted sparse file) is an error, not an abort.
+    let reserve = |bytes: &mut Vec<u8>, more: usize| {
+        bytes.try_reserve_exact(more).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("{name} holds more than can be read into memory"),
+            )
+        })
+    };
+    let mut bytes = Vec::new();
+    reserve(&mut bytes, size.saturating_add(1))?;
     loop {
         if bytes.len() == bytes.capacity() {
-            bytes.reserve(bytes.len().max(4096));
+            let more = bytes.len().max(4096);
+            reserve(&mut bytes, more)?;
         }
         let asked = bytes.capacity() - bytes.len();
         let n = match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut bytes)) {
@@ -315,6 +324,18 @@ mod tests {
             text.starts_with("Name:") && text.contains("\nPid:") && text.ends_with('\n'),
             "read whole: {text:?}"
         );
+    }
+
+    #[test]
+    fn a_file_too_large_to_hold_is_an_error_not_an_abort() {
+        // tmpfs lets a sparse file claim the largest size there is.
+        let tmp = tempfile::tempdir_in("/dev/shm").expect("temp dir on tmpfs");
+        let file = std::fs::File::create(tmp.path().join("meta.json")).expect("create");
+        file.set_len(i64::MAX as u64)
+            .expect("a sparse file of the largest size");
+        let err = read_with_stat_at(&dir(tmp.path()), "meta.json").expect_err("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory);
+        assert!(err.to_string().contains("meta.json"), "{err}");
     }
 
     #[test]
