@@ -119,10 +119,7 @@ impl Look {
     /// [`Look::stamp`] does), looked at this way.
     pub(crate) fn stamp_at(self, dir: &impl rustix::fd::AsFd, name: &OsStr) -> Option<StatStamp> {
         match self {
-            Look::Cached => {
-                let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty()).ok()?;
-                Some(StatStamp::from_stat(&st))
-            }
+            Look::Cached => StatStamp::of_under(dir, name),
             Look::Fresh => StatStamp::of_fresh(dir, name),
         }
     }
@@ -131,7 +128,13 @@ impl Look {
 impl StatStamp {
     /// Stats `path` (following symlinks, as the compiler did).
     pub(crate) fn of(path: &Path) -> Option<StatStamp> {
-        Some(StatStamp::from_stat(&rustix::fs::stat(path).ok()?))
+        StatStamp::of_under(rustix::fs::CWD, path)
+    }
+
+    /// [`StatStamp::of`] of `path` under `dir`.
+    fn of_under(dir: impl rustix::fd::AsFd, path: impl rustix::path::Arg) -> Option<StatStamp> {
+        let st = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty()).ok()?;
+        Some(StatStamp::from_stat(&st))
     }
 
     /// Stats the entry `name` of the directory `dir` (not following a symlink).

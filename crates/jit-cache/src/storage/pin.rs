@@ -193,13 +193,8 @@ pub(crate) fn read_with_stat_at(
     dir: &OwnedFd,
     name: &str,
 ) -> std::io::Result<(Vec<u8>, rustix::fs::Stat)> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let stat = rustix::fs::fstat(&fd)?;
+    let file = open_file_at(dir, name)?;
+    let stat = rustix::fs::fstat(&file)?;
     let size = usize::try_from(stat.st_size).unwrap_or(0);
     // The size is the file's own (not a record's claim), and the whole file is read anyway; a
     // size no allocation can hold (a planted sparse file) is an error, not an abort.
@@ -219,7 +214,7 @@ pub(crate) fn read_with_stat_at(
             reserve(&mut bytes, more)?;
         }
         let asked = bytes.capacity() - bytes.len();
-        let n = match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut bytes)) {
+        let n = match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut bytes)) {
             Ok(n) => n,
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),

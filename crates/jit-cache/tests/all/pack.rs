@@ -761,15 +761,11 @@ fn damage_in_a_later_chunk_refuses_the_pack_after_the_chunks_before_it_are_publi
     let b_store = Store::open(dir.path().join("b")).expect("open b's store");
     for (i, key) in keys.iter().enumerate() {
         let got = b_store.get(&ns, key).expect("get");
-        match i < 256 {
-            true => assert_eq!(
-                got.expect("the first chunk is published")
-                    .read("f.bin")
-                    .expect("read"),
-                payload(key),
-                "{key}"
-            ),
-            false => assert!(got.is_none(), "{key} of the damaged chunk was published"),
+        if i < 256 {
+            let entry = got.expect("the first chunk is published");
+            assert_eq!(entry.read("f.bin").expect("read"), payload(key), "{key}");
+        } else {
+            assert!(got.is_none(), "{key} of the damaged chunk was published");
         }
     }
 }
