@@ -100,13 +100,13 @@ fn locked_build(
         return Err(Error::Compile(Arc::new(failure)));
     }
     // Under the shared protocol another host may have published while we waited, hidden from
-    // us by this host's negative lookup cache: the lock file's note says so (`liveness.rs`).
+    // us by this host's negative lookup cache: the lock file's note says so (`notes.rs`).
     if layout.protocol.notes_publications() {
         // Waiting ends early only when the noted variant was opened and judged (an input
         // changed since it was built): one listed but not openable is hidden by this host's
         // negative lookup cache, which expires; a listing sees it sooner than a lookup.
         let examined = std::cell::RefCell::new(Vec::new());
-        let noted = crate::storage::liveness::await_noted_entry(
+        let noted = crate::storage::notes::await_noted_entry(
             layout,
             &prepared.key,
             || {

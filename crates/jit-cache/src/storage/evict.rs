@@ -159,7 +159,7 @@ pub(crate) fn evict_unless_pinned(
     // of an entry someone holds never names nothing, not even for an instant. One that refreshes
     // later finds the mark and misses.
     let marked = if shared {
-        // A waiter must not wait for this entry any more (`liveness::await_noted_entry`), nor
+        // A waiter must not wait for this entry any more (`notes::await_noted_entry`), nor
         // for one left marked by this eviction's kill. Said before the mark: an eviction called
         // off costs such a waiter one compile, never a wait for what it cannot open.
         let key = dir
@@ -168,7 +168,7 @@ pub(crate) fn evict_unless_pinned(
             .and_then(|k| k.to_str())
             .and_then(|k| k.parse::<fingerprint::Digest>().ok());
         if let Some(key) = key {
-            crate::storage::liveness::note_evicted(layout, &key);
+            crate::storage::notes::note_evicted(layout, &key);
         }
         crate::storage::hooks::trashing(&layout.shown(dir));
         crate::storage::liveness::mark_evicting(&held)

@@ -42,7 +42,8 @@
 //!   entry's producer, whose files are the caller's, waits for the winner as for a note and
 //!   answers with it; its no-replace rename said it is there). A builder leaves
 //!   a note (`jit-cache published v2 <key> <variant> <ms>`) in the key's lock file before releasing
-//!   it; a waiter that then misses reads the note afresh (close-to-open) and polls until its cached
+//!   it, in the slot of that key (a lock file holds eight, one per recent key of its bucket,
+//!   `notes.rs`); a waiter that then misses reads the note afresh (close-to-open) and polls until its cached
 //!   miss expires (at most 65 s), instead of compiling again; it stops at once when the noted
 //!   variant is visible but does not serve it (an input changed since) (`--race` on 3 simulated hosts: 9-10
 //!   compiler calls per round for 4 kernels before, exactly 4 after).
@@ -56,8 +57,10 @@
 //! - **Limits.** The grace periods assume hosts' clocks agree within a minute and `actimeo` stays
 //!   far below 10 minutes. Past `PIN_GRACE`, an artifact held on another host without a new hit
 //!   can be evicted (its own host's `flock` still protects it there). With `local_lock` a key may
-//!   be compiled once per host; a note overwritten by another key of the same lock bucket before
-//!   the waiter reads it costs one more compile (an answer, never a failure); so does a builder
+//!   be compiled once per host; a note pushed out by eight other keys of the same lock bucket
+//!   before the waiter reads it costs one more compile (an answer, never a failure; with one note
+//!   per lock file, CI's multi-host crash run caught a builder that published two stored entries
+//!   of its kernel's bucket before another host's waiter read the kernel's note); so does a builder
 //!   killed between its rename and its note, for a waiter on another host whose cached miss
 //!   hides the entry (the multi-host crash run caught a stored entry's producer failing there
 //!   with "vanished" before it waited, after a pack import killed at `import-published`).
@@ -85,6 +88,7 @@ pub(crate) mod evict;
 pub(crate) mod hooks;
 pub(crate) mod layout;
 pub(crate) mod liveness;
+pub(crate) mod notes;
 pub(crate) mod pin;
 pub(crate) mod publish;
 pub(crate) mod staging;

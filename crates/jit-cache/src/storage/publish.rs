@@ -161,7 +161,7 @@ pub(crate) fn after_rename(
     recorded: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     if layout.protocol.notes_publications() {
-        crate::storage::liveness::note_published(layout, target.key, target.variant);
+        crate::storage::notes::note_published(layout, target.key, target.variant);
     }
     recorded()?;
     layout.log_event(event, name, ms);

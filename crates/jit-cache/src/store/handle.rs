@@ -239,7 +239,7 @@ impl Store {
             // and judged corrupt, never because a listing shows what a lookup cannot open yet.
             let variant = crate::storage::layout::variant_dir_name(&stored_variant());
             let corrupt = std::cell::Cell::new(false);
-            let noted = crate::storage::liveness::await_noted_entry(
+            let noted = crate::storage::notes::await_noted_entry(
                 &self.layout,
                 &address.digest,
                 || match entry::open(&address, self.layout.protocol) {

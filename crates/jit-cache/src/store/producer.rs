@@ -175,7 +175,7 @@ impl Producer {
             // hide it, so it is waited for as a noted entry would be, not answered as vanished.
             Published::Renamed(PublishOutcome::AlreadyExisted) => {
                 let found = if layout.protocol.adopts_found_entries() {
-                    crate::storage::liveness::await_taken_target(
+                    crate::storage::notes::await_taken_target(
                         || entry::open(&address, layout.protocol),
                         |why| matches!(why, Unusable::Absent),
                     )
