@@ -117,6 +117,38 @@ fn heavy_a_short_run_chases_the_phases_its_schedule_missed() {
     );
 }
 
+/// A chase aimed at eviction on a root its gcs emptied: one kernel and no stored entries leave
+/// the normal gc (600 KiB) nothing to evict, and the chase built nothing, so `evicting` stayed
+/// missed until the deadline (CI's full run met it on the run above). Each aimed gc now builds a
+/// fresh entry first and evicts all it may.
+#[test]
+fn heavy_a_chase_reaches_eviction_on_a_root_too_small_to_evict() {
+    let (code, report) = harness(&[
+        "run",
+        "--kills",
+        "20",
+        "--check-every",
+        "10",
+        "--seed",
+        "3",
+        "--kernels",
+        "1",
+        "--store-keys",
+        "0",
+        "--phase-deadline-s",
+        "30",
+    ]);
+    assert_eq!(
+        (
+            code,
+            count(&report, "violations"),
+            report["phases_missed"].clone()
+        ),
+        (0, 0, serde_json::json!([])),
+        "{report:#}"
+    );
+}
+
 /// The issue's own command line: three simulated hosts, shared locks, 200 kills, seed 77 (0
 /// violations, exit 1: no kill in `evicting` and `import-staging`).
 #[test]

@@ -15,7 +15,8 @@
 //! a launch is armed with) makes it repeat the operation that reaches that point, and
 //! `CRASH_WORKER_COLD` (set while the supervisor chases phases the schedule missed) makes each
 //! of its builds and stored entries one no process made before (indices past the workload's),
-//! and evicts what it can before each import, so that a warm root cannot keep it from its point.
+//! evicts what it can before each import, and builds a fresh entry before each gc (then evicts
+//! all it may), so that neither a warm root nor an emptied one keeps it from its point.
 
 use crate::setup::{append, set_phase, spec, RunDir};
 use anyhow::Result;
@@ -245,10 +246,23 @@ pub fn main(args: &WorkerArgs) -> Result<ExitCode> {
             ),
             Op::Commit => commit(&worker, seq),
             Op::Gc => {
+                if cold {
+                    // Aimed at eviction: a root the chase's own gcs emptied has nothing left to
+                    // evict, and nothing else is built meanwhile. A fresh entry, not held, is
+                    // made first, and the gc takes every entry it may.
+                    drop(held.take());
+                    let index = fresh(args.kernels, counter);
+                    build(
+                        &worker,
+                        &cache,
+                        &expected_artifact(&kernel_text(index)),
+                        index,
+                    );
+                }
                 worker.phase("gc");
                 // Small enough that most entries go: keys turn cold again, and builders contend.
                 if let Err(e) = cache.gc(GcPolicy {
-                    max_bytes: Some(600 << 10),
+                    max_bytes: Some(if cold { 0 } else { 600 << 10 }),
                     max_age: None,
                 }) {
                     worker.ledger("op-error", &format!("gc: {e}"));
