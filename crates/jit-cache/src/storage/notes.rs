@@ -10,7 +10,7 @@
 //!
 //! A lock file serves every key of its bucket (`layout.rs`), so it holds [`NOTE_SLOTS`] notes of
 //! [`NOTE_LEN`] bytes each: a key's note goes in the slot that already holds that key's, else in
-//! an empty one, else in place of the oldest. One note per file (the earlier layout, still read
+//! an empty one, else in place of the oldest, and a reader goes by its key's newest note. One note per file (the earlier layout, still read
 //! as slot 0) lost a key's note whenever another key of its bucket was published before the
 //! waiter read it, and the waiter compiled again (the multi-host crash run caught it in CI).
 //! Now that takes [`NOTE_SLOTS`] other keys of one bucket published within one waiter's wait.
@@ -154,26 +154,43 @@ impl Noted {
 /// The variant `key`'s note in the lock file at `path` says was published within
 /// [`hidden_entry_bound`]; `None` when it notes no such publication.
 fn recent_publication(path: &Path, key: &Digest) -> Option<String> {
-    let hex = key.to_hex();
-    let noted = read_notes(path)
-        .into_iter()
-        .flatten()
-        .find(|noted| noted.key == hex)?;
+    let file = open_lock_file(path, OFlags::RDONLY)?;
+    let mut slots = read_notes(&file);
+    let own = newest(&slots, &key.to_hex())?;
+    let noted = slots.swap_remove(own)?;
     let age = Duration::from_millis(crate::base::host::now_ms().abs_diff(noted.ms));
     (noted.word == NoteWord::Published && age <= hidden_entry_bound()).then_some(noted.variant)
 }
 
-/// Every slot of the lock file at `path`, parsed (a file shorter than the table, as lock files
-/// start, has empty slots); empty when it cannot be read.
-fn read_notes(path: &Path) -> Vec<Option<Noted>> {
-    let Ok(fd) = rustix::fs::open(
+/// The slot of `hex`'s newest note: the one a reader goes by (a key has one slot, but a note an
+/// earlier version wrote at the start of the file may stand beside it).
+fn newest(slots: &[Option<Noted>], hex: &str) -> Option<usize> {
+    slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, slot)| {
+            slot.as_ref()
+                .filter(|noted| noted.key == hex)
+                .map(|n| (i, n.ms))
+        })
+        .max_by_key(|&(_, ms)| ms)
+        .map(|(i, _)| i)
+}
+
+/// The lock file at `path`, opened for `access` (never through a symlink).
+fn open_lock_file(path: &Path, access: OFlags) -> Option<std::fs::File> {
+    rustix::fs::open(
         path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        access | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
-    ) else {
-        return Vec::new();
-    };
-    let file = std::fs::File::from(fd);
+    )
+    .ok()
+    .map(std::fs::File::from)
+}
+
+/// Every slot of the lock file, parsed (a file shorter than the table, as lock files start, has
+/// fewer slots; an empty, torn or foreign slot is `None`).
+fn read_notes(file: &std::fs::File) -> Vec<Option<Noted>> {
     let mut table = vec![0u8; NOTE_LEN * NOTE_SLOTS];
     let mut read = 0;
     // A short read (FUSE, a signal) reads on to the table's end or the file's.
@@ -188,16 +205,16 @@ fn read_notes(path: &Path) -> Vec<Option<Noted>> {
     table[..read].chunks(NOTE_LEN).map(Noted::parse).collect()
 }
 
-/// Writes `note` for `key` into its slot of the lock file at `path`: the slot holding the
-/// key's note, else an empty slot, else the oldest. An eviction of a key with no note writes
+/// Writes `note` for `key` into its slot of the lock file at `path`: the slot of the key's
+/// newest note, else an empty slot, else the oldest. An eviction of a key with no note writes
 /// nothing (there is no publication to call off, and another key's note stays).
 fn write_note(path: &Path, key: &Digest, note: Note<'_>) {
+    let Some(file) = open_lock_file(path, OFlags::RDWR) else {
+        return;
+    };
     let hex = key.to_hex();
-    let slots = read_notes(path);
-    let own = slots
-        .iter()
-        .position(|slot| slot.as_ref().is_some_and(|noted| noted.key == hex));
-    let slot = match (&note, own) {
+    let slots = read_notes(&file);
+    let slot = match (&note, newest(&slots, &hex)) {
         (_, Some(own)) => own,
         (Note::Evicted, None) => return,
         (Note::Published(_), None) => slots
@@ -224,14 +241,7 @@ fn write_note(path: &Path, key: &Digest, note: Note<'_>) {
     .into_bytes();
     record.resize(NOTE_LEN - 1, b' ');
     record.push(b'\n');
-    let opened = rustix::fs::open(
-        path,
-        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    );
-    if let Ok(fd) = opened {
-        let _ = std::fs::File::from(fd).write_at(&record, (slot * NOTE_LEN) as u64);
-    }
+    let _ = file.write_at(&record, (slot * NOTE_LEN) as u64);
 }
 
 #[cfg(test)]
@@ -303,7 +313,7 @@ mod tests {
         published(&path, 1);
         published(&path, 2);
         write_note(&path, &key(1), Note::Published(&key(7)));
-        let notes = read_notes(&path);
+        let notes = read_notes(&open_lock_file(&path, OFlags::RDONLY).expect("open"));
         let keyed = |n: u8| {
             notes
                 .iter()
@@ -328,6 +338,39 @@ mod tests {
         let before = std::fs::read(&path).expect("read");
         write_note(&path, &key(9), Note::Evicted);
         assert_eq!(std::fs::read(&path).expect("read"), before);
+    }
+
+    /// A note an earlier version wrote at the start of the file, beside the key's own slot: the
+    /// newer of the two is the one read, and the one written over.
+    #[test]
+    fn of_two_notes_of_one_key_the_newer_is_read_and_written_over() {
+        let (_dir, path) = lock_file();
+        let record = |word: &str, variant: &str, ms: u64| {
+            format!(
+                "{:<191}\n",
+                format!("jit-cache {word} v2 {} {variant} {ms}", key(1).to_hex())
+            )
+        };
+        let now = crate::base::host::now_ms();
+        let published = variant_dir_name(&key(101));
+        // Slot 0: the earlier version's publication; slot 1: its eviction, a second later.
+        let table =
+            record("published", &published, now - 2000) + &record("evicted", "-", now - 1000);
+        std::fs::write(&path, table).expect("write");
+        assert_eq!(
+            noted_variant(&path, 1),
+            None,
+            "the eviction is the newer note"
+        );
+        write_note(&path, &key(1), Note::Published(&key(102)));
+        let bytes = std::fs::read(&path).expect("read");
+        assert!(
+            bytes[..NOTE_LEN].starts_with(b"jit-cache published")
+                && bytes[NOTE_LEN..].starts_with(b"jit-cache published"),
+            "the newer slot was written over, the older left: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        assert_eq!(noted_variant(&path, 1), Some(variant_dir_name(&key(102))));
     }
 
     #[test]
